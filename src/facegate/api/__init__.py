@@ -1,0 +1,1 @@
+"""HTTP API: app factory, routers, dependencies, problem+json errors."""

@@ -1,0 +1,1 @@
+"""Jobs: model, repository, fair claim, leases, the worker loop and the reaper."""

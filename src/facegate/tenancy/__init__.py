@@ -1,0 +1,1 @@
+"""Tenants, policies, API keys, JWT verification and the Principal every request resolves to."""
