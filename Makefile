@@ -1,0 +1,21 @@
+# The two commands of the README. Both do the whole set-up first (scripts/setup is idempotent).
+.PHONY: setup demo test lint bench
+
+setup:
+	@scripts/setup
+
+demo: setup
+	@mkdir -p out
+	.venv/bin/facegate swap ../shared/data/faces/woman_a_selfie_frontal_01.jpg ../shared/data/faces/man_frontal_beard_closeup.jpg -o out/demo_swap.jpg
+	@echo "wrote out/demo_swap.jpg"
+
+test: setup
+	scripts/test
+
+lint: setup
+	.venv/bin/ruff format --check src tests benchmarks
+	.venv/bin/ruff check src tests benchmarks
+	.venv/bin/mypy
+
+bench: setup
+	.venv/bin/python benchmarks/engine_bench.py

@@ -1,0 +1,37 @@
+"""The ``facegate`` command line.
+
+Each command lives in its own module of this package and is registered in ``COMMANDS``;
+modules are imported lazily so ``facegate --help`` stays fast and a command's heavy
+imports (mediapipe, FastAPI) load only when that command runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute" of a click command or group
+COMMANDS: dict[str, str] = {
+    "swap": "facegate.cli.swap:swap",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="facegate")
+def main() -> None:
+    """facegate: multi-tenant face swap (engine, service, workers, operations)."""
