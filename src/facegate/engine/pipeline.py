@@ -1,0 +1,178 @@
+"""PipelineSpec → Pipeline: the one way to run processors on images (and video frames).
+
+A ``PipelineSpec`` is plain data (what a job stores); a ``Pipeline`` is that spec validated
+against the installed processors, ready to run. A pipeline holds no per-job state: each run
+gets its own ``JobContext``, so one pipeline (or two with different options) may serve many
+jobs in parallel threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from facegate.engine.errors import InvalidOptions, NoFaceDetected
+from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
+from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
+from facegate.engine.processors.registry import ProcessorRegistry, default_registry
+from facegate.engine.selection import SelectorSpec, select_faces
+from facegate.engine.types import Face, Frame
+
+ProgressCallback = Callable[[float, str], None]
+"""Called with (fraction done 0..1, stage name)."""
+
+#: Processors that need at least one source face (they put a source identity somewhere).
+SOURCE_PROCESSORS = frozenset({"face_swapper"})
+#: Processors that act on target faces: an image target without a face is an error for them.
+FACE_PROCESSORS = frozenset(
+    {"face_swapper", "face_enhancer", "age_modifier", "expression_restorer"}
+)
+
+
+class OutputSpec(BaseModel):
+    """How the result is encoded. ``format=None`` keeps the target's format where possible."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["jpeg", "png", "webp"] | None = None
+    quality: int = Field(default=90, ge=1, le=100)
+
+
+class PipelineSpec(BaseModel):
+    """What to run: processors in order, their options, face selection and output encoding."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    processors: list[str] = Field(default_factory=lambda: ["face_swapper"], min_length=1)
+    processor_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    selector: SelectorSpec = Field(default_factory=SelectorSpec)
+    output: OutputSpec = Field(default_factory=OutputSpec)
+
+    @field_validator("processors")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("each processor may appear once")
+        return value
+
+
+@lru_cache(maxsize=1)
+def default_analyser() -> FaceAnalyser:
+    """The process-wide face analyser (thread-safe, read-only models)."""
+    return FaceAnalyser(AnalyserOptions())
+
+
+class Pipeline:
+    """A validated, ready-to-run PipelineSpec."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        *,
+        analyser: FaceAnalyser | None = None,
+        registry: ProcessorRegistry | None = None,
+    ) -> None:
+        self.spec = spec
+        registry = registry or default_registry()
+        stray = set(spec.processor_options) - set(spec.processors)
+        if stray:
+            raise InvalidOptions(
+                f"options given for processors not in the pipeline: {', '.join(sorted(stray))}"
+            )
+        self.processors: list[Processor[Any]] = [registry.get(name) for name in spec.processors]
+        self.options: dict[str, ProcessorOptions] = {
+            p.name: p.validate_options(spec.processor_options.get(p.name))
+            for p in self.processors
+        }
+        self.analyser = analyser or default_analyser()
+        self.needs_source = bool(SOURCE_PROCESSORS & set(spec.processors))
+        self.needs_target_face = bool(FACE_PROCESSORS & set(spec.processors))
+
+    def analyse_sources(self, sources: Sequence[Frame]) -> list[Face]:
+        """Faces of every source image, image by image, each image's faces in selector order.
+
+        The list index is the "source face index" that mappings refer to.
+        """
+        faces: list[Face] = []
+        for number, frame in enumerate(sources, start=1):
+            found = sort_faces(self.analyser.analyse(frame), self.spec.selector.order)
+            if not found and self.needs_source:
+                raise NoFaceDetected(f"source image {number} has no face")
+            faces.extend(found)
+        return faces
+
+    def prepare(
+        self,
+        sources: Sequence[Frame],
+        *,
+        reference: Frame | None = None,
+        cancel: threading.Event | None = None,
+        on_stage: Callable[[str, float], None] | None = None,
+    ) -> JobContext:
+        """Analyse sources (and the reference frame) once and let each processor prepare."""
+        if self.needs_source and not sources:
+            raise InvalidOptions("face_swapper needs at least one source image")
+        ctx = JobContext(
+            options=dict(self.options),
+            source_frames=list(sources),
+            cancel=cancel or threading.Event(),
+            on_stage=on_stage,
+        )
+        ctx.check_cancelled()
+        ctx.source_faces = self.analyse_sources(sources)
+        reference_faces: list[Face] = []
+        if reference is not None:
+            reference_faces = sort_faces(self.analyser.analyse(reference), self.spec.selector.order)
+            if not reference_faces:
+                raise NoFaceDetected("the reference image has no face")
+        ctx.state["pipeline"] = {"reference_faces": reference_faces}
+        for processor in self.processors:
+            ctx.check_cancelled()
+            processor.prepare(ctx)
+        return ctx
+
+    def process_frame(
+        self, frame: Frame, ctx: JobContext, faces: Sequence[Face] | None = None
+    ) -> Frame:
+        """Run every processor on one frame. ``faces`` skips detection (video tracking)."""
+        ctx.check_cancelled()
+        target_faces = list(faces) if faces is not None else self.analyser.analyse(frame)
+        ctx.target_faces = sort_faces(target_faces, self.spec.selector.order)
+        reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
+        ctx.selected = select_faces(
+            ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces
+        )
+        for processor in self.processors:
+            ctx.check_cancelled()
+            started = time.perf_counter()
+            frame = processor.process_frame(frame, ctx)
+            if ctx.on_stage is not None:
+                ctx.on_stage(processor.name, time.perf_counter() - started)
+        return frame
+
+    def run_image(
+        self,
+        sources: Sequence[Frame],
+        target: Frame,
+        *,
+        reference: Frame | None = None,
+        cancel: threading.Event | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Frame:
+        """Process one target image; ``NoFaceDetected`` when a face processor finds no face."""
+        report = on_progress or (lambda fraction, stage: None)
+        report(0.0, "analyse")
+        ctx = self.prepare(sources, reference=reference, cancel=cancel)
+        report(0.3, "detect")
+        target_faces = self.analyser.analyse(target)
+        if not target_faces and self.needs_target_face:
+            raise NoFaceDetected("the target image has no face")
+        report(0.5, "process")
+        result = self.process_frame(target, ctx, faces=target_faces)
+        report(1.0, "done")
+        return result

@@ -1,0 +1,62 @@
+"""Processor names → classes, and one shared instance of each per registry.
+
+Instances hold only read-only things (loaded models), so one per process serves every job
+and tenant; everything per job travels in ``JobContext``. Classes are imported lazily so a
+pipeline that uses only ``face_debugger`` never loads a swapper's models.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from functools import lru_cache
+from typing import Any
+
+from facegate.engine.errors import InvalidOptions
+from facegate.engine.processors.base import Processor
+
+# name -> "module:Class"
+PROCESSORS: dict[str, str] = {
+    "face_swapper": "facegate.engine.processors.face_swapper:FaceSwapper",
+    "face_debugger": "facegate.engine.processors.face_debugger:FaceDebugger",
+}
+
+
+class ProcessorRegistry:
+    """Creates each processor once (thread-safe) and hands out the shared instance."""
+
+    def __init__(self, table: dict[str, str] | None = None) -> None:
+        self._table = dict(PROCESSORS if table is None else table)
+        self._instances: dict[str, Processor[Any]] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return sorted(self._table)
+
+    def get(self, name: str) -> Processor[Any]:
+        target = self._table.get(name)
+        if target is None:
+            known = ", ".join(self.names())
+            raise InvalidOptions(f"unknown processor {name!r} (known: {known})")
+        with self._lock:
+            instance = self._instances.get(name)
+            if instance is None:
+                module_name, attr = target.split(":")
+                cls = getattr(importlib.import_module(module_name), attr)
+                instance = cls()
+                assert isinstance(instance, Processor)
+                instance.check_models()
+                self._instances[name] = instance
+            return instance
+
+    def release_all(self) -> None:
+        with self._lock:
+            for instance in self._instances.values():
+                instance.release()
+            self._instances.clear()
+
+
+@lru_cache(maxsize=1)
+def default_registry() -> ProcessorRegistry:
+    """The process-wide registry (a cache of read-only processor instances)."""
+    return ProcessorRegistry()
