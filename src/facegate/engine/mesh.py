@@ -20,6 +20,8 @@ Everything here is an immutable (read-only) numpy array of landmark indices:
   pinned on a circle), which is symmetric up to those small local differences, and each point
   is matched to the reflection of its partner by an optimal assignment (largest residual 0.03
   of the layout's radius). The 10 iris points are paired by their documented order.
+- ``MIRROR_PAIRS`` (225, 2) int32: (subject's right, subject's left) for every point off the
+  midline; ``MIDLINE`` (28,) the points on it.
 - ``NOSE_TIP``, ``MOUTH_RIGHT``/``MOUTH_LEFT``, ``FOREHEAD_TOP``/``CHIN``: single landmarks.
 """
 
@@ -169,6 +171,14 @@ _LAYOUT = _layout(_conn.FACEMESH_TESSELATION, [int(i) for i in FACE_OVAL])
 TRIANGLES: IndexArray = _frozen(_orient(_cliques(_conn.FACEMESH_TESSELATION), _LAYOUT))
 MIRROR: IndexArray = _frozen(_mirror(_LAYOUT))
 
+_SIDE = np.flatnonzero(MIRROR != np.arange(N_LANDMARKS))
+_SUBJECT_RIGHT = [int(i) for i in _SIDE if i < len(_LAYOUT) and _LAYOUT[i, 0] < 0]
+MIRROR_PAIRS: IndexArray = _frozen(
+    [(i, int(MIRROR[i])) for i in _SUBJECT_RIGHT]
+    + [(468, 473), (469, 476), (470, 475), (471, 474), (472, 477)]
+)
+MIDLINE: IndexArray = _frozen(np.flatnonzero(MIRROR == np.arange(N_LANDMARKS)))
+
 LEFT_EYE: IndexArray = _frozen(_loop(_conn.FACEMESH_LEFT_EYE)[0])
 RIGHT_EYE: IndexArray = _frozen(_loop(_conn.FACEMESH_RIGHT_EYE)[0])
 LIPS_OUTER, LIPS_INNER = _lips()
@@ -178,4 +188,3 @@ LEFT_IRIS: IndexArray = _frozen(_loop(_conn.FACEMESH_LEFT_IRIS)[0])
 RIGHT_IRIS: IndexArray = _frozen(_loop(_conn.FACEMESH_RIGHT_IRIS)[0])
 LEFT_IRIS_CENTER = 473
 RIGHT_IRIS_CENTER = 468
-

@@ -1,0 +1,360 @@
+"""Face analysis on the CPU with mediapipe 0.10.21's built-in models.
+
+Detection: the full-range detector (``model_selection=1``) over the whole frame plus a grid of
+overlapping tiles (it sees a 192 px letterboxed copy, so small faces of a group photo only show
+up in a tile), boxes merged with NMS. Then the 478-point mesh on a square crop around each
+box (1.8× the box), mapped back to frame pixels. A detection whose mesh fails, or whose mesh
+lands somewhere else than the box, is dropped: that second opinion is what removes the
+detector's false positives (a cat's face). When the detector finds nothing, ``FaceMesh`` runs
+on the whole frame: it catches the tight, already-cropped faces the detector misses.
+
+Measured on the 19 photos of ``shared/data/faces`` at 1080p: see the tests and the report of
+``benchmarks/faces_bench.py``. The grayscale profile photo (a man half hidden by a camera) is
+a hard case: the detector sees no frontal face there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from facegate.engine import mesh
+from facegate.engine.descriptor import (
+    average_embedding,
+    compute_embedding,
+    estimate_pose,
+    face_distance,
+)
+from facegate.engine.errors import InvalidOptions
+from facegate.engine.types import Face, FloatArray, Frame
+
+__all__ = [
+    "AnalyserOptions",
+    "FaceAnalyser",
+    "FaceOrder",
+    "average_embedding",
+    "face_distance",
+    "filter_faces",
+    "nms",
+    "sort_faces",
+]
+
+FaceOrder = Literal[
+    "large-small",
+    "small-large",
+    "left-right",
+    "right-left",
+    "top-bottom",
+    "bottom-top",
+    "best-worst",
+    "worst-best",
+]
+FACE_ORDERS: tuple[str, ...] = get_args(FaceOrder)
+
+
+@dataclass(frozen=True)
+class AnalyserOptions:
+    """How faces are found. Defaults are the set-up measured in ENGINE-NOTES (42 of 42 faces)."""
+
+    min_score: float = 0.5
+    min_size: float = 0.0  # px, the shorter side of the box
+    tiles: tuple[int, int] = (2, 2)  # columns, rows of overlapping tiles; (1, 1) = whole frame
+    tile_overlap: float = 0.25  # fraction of a tile shared with its neighbour
+    tile_max_side: int = 640  # tiles are shrunk to this before detection (the model sees 192)
+    nms_iou: float = 0.3
+    mesh_crop_scale: float = 1.8
+    mesh_crop_size: int = 256
+    max_faces: int = 0  # 0 = no limit; otherwise the first N after ordering
+    order: FaceOrder = "large-small"
+    fallback_max_faces: int = 4  # whole-frame FaceMesh when the detector finds nothing
+
+
+@dataclass
+class _Detection:
+    box: npt.NDArray[np.float64]
+    score: float
+
+
+class _Graphs:
+    """The mediapipe graphs of one thread (they are not safe to share between threads)."""
+
+    def __init__(self, options: AnalyserOptions) -> None:
+        import mediapipe as mp  # imported lazily: ~0.4 s, and only analysers need it
+
+        solutions: Any = mp.solutions
+        self.detector = solutions.face_detection.FaceDetection(
+            model_selection=1, min_detection_confidence=options.min_score
+        )
+        self.crop_mesh = solutions.face_mesh.FaceMesh(
+            static_image_mode=True, refine_landmarks=True, max_num_faces=1
+        )
+        self.frame_mesh = solutions.face_mesh.FaceMesh(
+            static_image_mode=True,
+            refine_landmarks=True,
+            max_num_faces=options.fallback_max_faces,
+        )
+
+    def close(self) -> None:
+        for graph in (self.detector, self.crop_mesh, self.frame_mesh):
+            graph.close()
+
+
+class FaceAnalyser:
+    """Finds faces and their 478-point mesh. Thread-safe: each thread gets its own graphs.
+
+    One analyser may serve every job of a process; it holds no per-job state. Call ``close()``
+    once no thread uses it any more.
+    """
+
+    def __init__(self, options: AnalyserOptions | None = None) -> None:
+        self.options = options or AnalyserOptions()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all_graphs: list[_Graphs] = []
+
+    def _graphs(self) -> _Graphs:
+        graphs: _Graphs | None = getattr(self._local, "graphs", None)
+        if graphs is None:
+            graphs = _Graphs(self.options)
+            self._local.graphs = graphs
+            with self._lock:
+                self._all_graphs.append(graphs)
+        return graphs
+
+    def close(self) -> None:
+        """Release every thread's graphs (call when no thread is analysing)."""
+        with self._lock:
+            for graphs in self._all_graphs:
+                graphs.close()
+            self._all_graphs.clear()
+        self._local = threading.local()
+
+    def analyse(self, frame: Frame) -> list[Face]:
+        """Every face of a BGR frame, filtered and ordered by the options."""
+        graphs = self._graphs()
+        rgb: Frame = np.asarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), dtype=np.uint8)
+        detections = nms(detect_faces(graphs, rgb, self.options), self.options.nms_iou)
+        faces = [
+            face
+            for face in (mesh_face(graphs, rgb, det, self.options) for det in detections)
+            if face is not None
+        ]
+        if not detections:
+            faces = mesh_whole_frame(graphs, rgb, self.options)
+        # Two detections of one face (tile seams) give two meshes on the same spot.
+        faces = _dedupe(faces, self.options.nms_iou)
+        faces = filter_faces(faces, self.options.min_size, self.options.min_score)
+        faces = sort_faces(faces, self.options.order)
+        if self.options.max_faces > 0:
+            faces = faces[: self.options.max_faces]
+        return faces
+
+
+def _tile_windows(
+    width: int, height: int, tiles: tuple[int, int], overlap: float
+) -> list[tuple[int, int, int, int]]:
+    columns, rows = tiles
+    if columns <= 1 and rows <= 1:
+        return []
+    windows = []
+    tile_w = int(np.ceil(width / (columns - (columns - 1) * overlap)))
+    tile_h = int(np.ceil(height / (rows - (rows - 1) * overlap)))
+    for row in range(rows):
+        for column in range(columns):
+            x0 = 0 if columns == 1 else round(column * (width - tile_w) / (columns - 1))
+            y0 = 0 if rows == 1 else round(row * (height - tile_h) / (rows - 1))
+            windows.append((x0, y0, min(width, x0 + tile_w), min(height, y0 + tile_h)))
+    return windows
+
+
+def _detect(detector: Any, rgb: Frame, max_side: int) -> list[_Detection]:
+    """Boxes in pixels of ``rgb``; the image is shrunk first (the model sees 192 px anyway,
+    and mediapipe's own resize of a large image costs more than cv2's)."""
+    height, width = rgb.shape[:2]
+    scale = min(1.0, max_side / max(height, width))
+    small = rgb
+    if scale < 1.0:
+        size = (max(1, round(width * scale)), max(1, round(height * scale)))
+        small = np.asarray(cv2.resize(rgb, size, interpolation=cv2.INTER_AREA), dtype=np.uint8)
+    result = detector.process(small)
+    found = []
+    for detection in result.detections or ():
+        rel = detection.location_data.relative_bounding_box
+        box = np.array(
+            [rel.xmin, rel.ymin, rel.xmin + rel.width, rel.ymin + rel.height], dtype=np.float64
+        ) * np.array([width, height, width, height])
+        found.append(_Detection(box, float(detection.score[0])))
+    return found
+
+
+def detect_faces(graphs: _Graphs, rgb: Frame, options: AnalyserOptions) -> list[_Detection]:
+    """Full-range detector on the whole frame and on each overlapping tile (boxes not merged)."""
+    height, width = rgb.shape[:2]
+    found = _detect(graphs.detector, rgb, options.tile_max_side)
+    for x0, y0, x1, y1 in _tile_windows(width, height, options.tiles, options.tile_overlap):
+        for det in _detect(graphs.detector, rgb[y0:y1, x0:x1], options.tile_max_side):
+            det.box += (x0, y0, x0, y0)
+            found.append(det)
+    return found
+
+
+def box_iou(box: npt.ArrayLike, boxes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """IoU of one (4,) box with each row of an (N, 4) array."""
+    a = np.asarray(box, dtype=np.float64)
+    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    inter_w = np.clip(np.minimum(a[2], b[:, 2]) - np.maximum(a[0], b[:, 0]), 0, None)
+    inter_h = np.clip(np.minimum(a[3], b[:, 3]) - np.maximum(a[1], b[:, 1]), 0, None)
+    inter = inter_w * inter_h
+    area_a = (a[2] - a[0]) * (a[3] - a[1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return np.asarray(inter / np.maximum(area_a + area_b - inter, 1e-9), dtype=np.float64)
+
+
+def nms(detections: Sequence[_Detection], iou: float) -> list[_Detection]:
+    """Greedy non-maximum suppression, best score first."""
+    kept: list[_Detection] = []
+    for det in sorted(detections, key=lambda d: -d.score):
+        if not kept or box_iou(det.box, [k.box for k in kept]).max() <= iou:
+            kept.append(det)
+    return kept
+
+
+def _square_crop(
+    rgb: Frame, box: npt.NDArray[np.float64], scale: float, size: int
+) -> tuple[Frame, float, float, float]:
+    """A square crop of side ``scale × box`` around the box centre, padded where it leaves the
+    frame, resized to ``size``. Returns (crop, x0, y0, side) in frame pixels."""
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    side = max(box[2] - box[0], box[3] - box[1]) * scale
+    x0, y0 = cx - side / 2, cy - side / 2
+    # One affine warp does crop + pad + resize in a single pass.
+    k = size / side
+    matrix = np.array([[k, 0, -x0 * k], [0, k, -y0 * k]], dtype=np.float64)
+    crop = cv2.warpAffine(
+        rgb,
+        matrix,
+        (size, size),
+        flags=cv2.INTER_AREA if k < 1 else cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+    )
+    return np.asarray(crop, dtype=np.uint8), float(x0), float(y0), float(side)
+
+
+def _landmarks(result_face: Any, x0: float, y0: float, width: float, height: float) -> FloatArray:
+    points = np.array([(p.x, p.y, p.z) for p in result_face.landmark], dtype=np.float32)
+    # mediapipe's z uses the scale of x (normalised by the image width).
+    points *= np.array([width, height, width], dtype=np.float32)
+    points[:, 0] += x0
+    points[:, 1] += y0
+    return points
+
+
+def _agrees(landmarks: FloatArray, box: npt.NDArray[np.float64]) -> bool:
+    """Does the mesh sit on the detected box? (centre within half a box, similar size)"""
+    mesh_box = _mesh_box(landmarks)
+    size = max(box[2] - box[0], box[3] - box[1])
+    mesh_size = max(mesh_box[2] - mesh_box[0], mesh_box[3] - mesh_box[1])
+    centre_shift = np.hypot(
+        (mesh_box[0] + mesh_box[2] - box[0] - box[2]) / 2,
+        (mesh_box[1] + mesh_box[3] - box[1] - box[3]) / 2,
+    )
+    return bool(centre_shift < 0.5 * size and 0.6 < mesh_size / max(size, 1e-6) < 2.5)
+
+
+def _mesh_box(landmarks: FloatArray) -> npt.NDArray[np.float64]:
+    xy = landmarks[:, :2].astype(np.float64)
+    return np.concatenate([xy.min(axis=0), xy.max(axis=0)])
+
+
+def mesh_face(
+    graphs: _Graphs, rgb: Frame, detection: _Detection, options: AnalyserOptions
+) -> Face | None:
+    """The mesh on the detection's crop, or None when it fails or lands off the box."""
+    crop, x0, y0, side = _square_crop(
+        rgb, detection.box, options.mesh_crop_scale, options.mesh_crop_size
+    )
+    result = graphs.crop_mesh.process(crop)
+    if not result.multi_face_landmarks:
+        return None
+    landmarks = _landmarks(result.multi_face_landmarks[0], x0, y0, side, side)
+    if not _agrees(landmarks, detection.box):
+        return None
+    return build_face(landmarks, detection.score, detection.box)
+
+
+def mesh_whole_frame(graphs: _Graphs, rgb: Frame, options: AnalyserOptions) -> list[Face]:
+    """Fallback for tight crops the detector misses: FaceMesh's own detector on the frame.
+    FaceMesh reports no score; its detector's threshold (0.5) is the floor every face passed."""
+    result = graphs.frame_mesh.process(rgb)
+    height, width = rgb.shape[:2]
+    faces = []
+    for found in result.multi_face_landmarks or ():
+        landmarks = _landmarks(found, 0.0, 0.0, width, height)
+        faces.append(build_face(landmarks, 0.5, _mesh_box(landmarks)))
+    return faces
+
+
+def build_face(landmarks: FloatArray, score: float, box: npt.ArrayLike) -> Face:
+    """A Face from frame-pixel landmarks: 5 key points, pose and geometric embedding."""
+    eye_left_image = landmarks[mesh.RIGHT_EYE, :2].mean(axis=0)  # subject's right eye
+    eye_right_image = landmarks[mesh.LEFT_EYE, :2].mean(axis=0)
+    keypoints5 = np.stack(
+        [
+            eye_left_image,
+            eye_right_image,
+            landmarks[mesh.NOSE_TIP, :2],
+            landmarks[mesh.MOUTH_RIGHT, :2],
+            landmarks[mesh.MOUTH_LEFT, :2],
+        ]
+    ).astype(np.float32)
+    return Face(
+        box=np.asarray(box, dtype=np.float32).reshape(4).copy(),
+        score=float(score),
+        keypoints5=keypoints5,
+        landmarks=landmarks,
+        pose=estimate_pose(landmarks),
+        embedding=compute_embedding(landmarks),
+    )
+
+
+def _dedupe(faces: list[Face], iou: float) -> list[Face]:
+    kept: list[Face] = []
+    for face in sorted(faces, key=lambda f: -f.score):
+        box = _mesh_box(face.landmarks)
+        if not kept or box_iou(box, [_mesh_box(k.landmarks) for k in kept]).max() <= iou:
+            kept.append(face)
+    return kept
+
+
+def filter_faces(
+    faces: Iterable[Face], min_size: float = 0.0, min_score: float = 0.0
+) -> list[Face]:
+    """Faces whose box's shorter side is at least ``min_size`` px and score ``min_score``."""
+    return [
+        face
+        for face in faces
+        if min(face.width, face.height) >= min_size and face.score >= min_score
+    ]
+
+
+def sort_faces(faces: Iterable[Face], order: str) -> list[Face]:
+    """Faces in FaceFusion's selector orders (stable for ties)."""
+    keys = {
+        "large-small": lambda f: -f.width * f.height,
+        "small-large": lambda f: f.width * f.height,
+        "left-right": lambda f: float(f.box[0]),
+        "right-left": lambda f: -float(f.box[2]),
+        "top-bottom": lambda f: float(f.box[1]),
+        "bottom-top": lambda f: -float(f.box[3]),
+        "best-worst": lambda f: -f.score,
+        "worst-best": lambda f: f.score,
+    }
+    if order not in keys:
+        raise InvalidOptions(f"unknown face order {order!r}; one of {', '.join(FACE_ORDERS)}")
+    return sorted(faces, key=keys[order])
