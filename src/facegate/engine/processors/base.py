@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from facegate.engine.errors import Cancelled, InvalidOptions
+from facegate.engine.models.tags import ModelRequest
 from facegate.engine.types import Face, Frame
 
 
@@ -49,7 +50,9 @@ class JobContext:
     - ``selected``: pairs (source index, target face) the processors should act on, as
       decided by the pipeline's selector for the current frame;
     - ``state``: per-processor scratch space for this job (``state[processor.name]``);
-    - ``cancel``: set to stop; processors call ``check_cancelled()`` between stages.
+    - ``cancel``: set to stop; processors call ``check_cancelled()`` between stages;
+    - ``model_request``: tenant, tag pins / A/B split and job id for model resolution
+      (engine.models); ``models_used``: model name -> tag actually used (the job records it).
     """
 
     options: dict[str, ProcessorOptions] = field(default_factory=dict)
@@ -60,6 +63,8 @@ class JobContext:
     state: dict[str, dict[str, Any]] = field(default_factory=dict)
     cancel: threading.Event = field(default_factory=threading.Event)
     on_stage: Callable[[str, float], None] | None = None
+    model_request: ModelRequest = field(default_factory=ModelRequest)
+    models_used: dict[str, str] = field(default_factory=dict)
 
     def check_cancelled(self) -> None:
         if self.cancel.is_set():

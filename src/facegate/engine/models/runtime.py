@@ -1,0 +1,166 @@
+"""The inference pool: one loaded session per (model file, device, providers), shared read-only
+by every tenant and thread (onnxruntime's ``InferenceSession.run`` and ncnn extractors are
+safe to call concurrently), bounded by an LRU on estimated memory (the file size).
+
+Execution providers are chosen from what is installed: CUDA first when ``onnxruntime-gpu``
+is present (the ``gpu`` extra), else the CPU. An evicted session stays valid for whoever
+still holds it; the pool only stops handing it out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import onnxruntime as ort
+
+Device = Literal["auto", "cuda", "cpu"]
+PREFERRED_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
+
+
+def available_providers(device: Device = "auto") -> tuple[str, ...]:
+    """The execution providers to use for ``device``, best first, among those installed."""
+    installed = set(ort.get_available_providers())
+    wanted = {"auto": PREFERRED_PROVIDERS, "cuda": PREFERRED_PROVIDERS[:1]}.get(
+        device, PREFERRED_PROVIDERS[1:]
+    )
+    chosen = tuple(p for p in wanted if p in installed)
+    if device != "cuda" and "CPUExecutionProvider" not in chosen:
+        chosen += ("CPUExecutionProvider",)
+    return chosen
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """Thread and memory settings of the pool (the CLI / worker builds them from Settings)."""
+
+    max_bytes: int = 4 << 30
+    intra_op_threads: int = 0  # 0: onnxruntime decides (one per core)
+    inter_op_threads: int = 1
+    device: Device = "auto"
+
+
+@dataclass
+class _Entry:
+    value: Any
+    size: int
+    load_seconds: float
+
+
+@dataclass
+class PoolStats:
+    """What the pool holds and how long loads took (for metrics and the benchmark)."""
+
+    loaded: dict[str, float] = field(default_factory=dict)  # key label -> load seconds
+    bytes_held: int = 0
+    evictions: int = 0
+
+
+class InferencePool:
+    """A process-wide cache of loaded models (onnxruntime sessions, ncnn nets)."""
+
+    def __init__(self, settings: PoolSettings | None = None) -> None:
+        self.settings = settings or PoolSettings()
+        self._entries: OrderedDict[tuple[str, ...], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[str, ...], threading.Lock] = {}
+        self.stats = PoolStats()
+
+    def session(self, path: Path, *, device: Device | None = None) -> ort.InferenceSession:
+        """The shared onnxruntime session of ``path`` (loaded on first use)."""
+        providers = available_providers(device or self.settings.device)
+        key = ("onnx", str(Path(path).resolve()), device or self.settings.device, *providers)
+        session: ort.InferenceSession = self._get(
+            key, lambda: self._load_onnx(path, providers), Path(path).stat().st_size
+        )
+        return session
+
+    def ncnn_net(self, param: Path, weights: Path) -> Any:
+        """The shared ncnn net of ``param``/``weights``, on the CPU (no Vulkan here)."""
+        key = ("ncnn", str(Path(param).resolve()), str(Path(weights).resolve()), "cpu")
+        size = Path(weights).stat().st_size
+        return self._get(key, lambda: _load_ncnn(param, weights, self.settings), size)
+
+    def warm_up(self, paths: Iterable[Path | tuple[Path, Path]]) -> dict[str, float]:
+        """Load each model now (ONNX paths or (param, bin) pairs); returns load seconds."""
+        timings: dict[str, float] = {}
+        for item in paths:
+            start = time.perf_counter()
+            if isinstance(item, tuple):
+                self.ncnn_net(*item)
+                label = str(item[0])
+            else:
+                self.session(item)
+                label = str(item)
+            timings[label] = time.perf_counter() - start
+        return timings
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.stats.bytes_held = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # -- internals -------------------------------------------------------------------------
+    def _get(self, key: tuple[str, ...], load: Any, size: int) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry.value
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        # Load outside the pool lock so other models stay usable; the key lock makes two
+        # threads asking for the same model share one load.
+        with key_lock:
+            with self._lock:
+                entry = self._entries.get(key)
+            if entry is not None:
+                return entry.value
+            start = time.perf_counter()
+            value = load()
+            seconds = time.perf_counter() - start
+            with self._lock:
+                self._entries[key] = _Entry(value, size, seconds)
+                self.stats.loaded["|".join(key[:2])] = seconds
+                self.stats.bytes_held += size
+                self._evict_locked(keep=key)
+            return value
+
+    def _evict_locked(self, keep: tuple[str, ...]) -> None:
+        while self.stats.bytes_held > self.settings.max_bytes and len(self._entries) > 1:
+            key, entry = next(iter(self._entries.items()))
+            if key == keep:
+                self._entries.move_to_end(key)
+                continue
+            del self._entries[key]
+            self.stats.bytes_held -= entry.size
+            self.stats.evictions += 1
+
+    def _load_onnx(self, path: Path, providers: tuple[str, ...]) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = self.settings.intra_op_threads
+        options.inter_op_num_threads = self.settings.inter_op_threads
+        options.log_severity_level = 3
+        return ort.InferenceSession(str(path), sess_options=options, providers=list(providers))
+
+
+def _load_ncnn(param: Path, weights: Path, settings: PoolSettings) -> Any:
+    import ncnn  # imported lazily: only the built-in enhancers need it
+
+    net = ncnn.Net()
+    net.opt.use_vulkan_compute = False
+    if settings.intra_op_threads > 0:
+        net.opt.num_threads = settings.intra_op_threads
+    if net.load_param(str(param)) != 0 or net.load_model(str(weights)) != 0:
+        from facegate.engine.errors import ModelUnavailable
+
+        raise ModelUnavailable(f"ncnn could not load {Path(param).name}")
+    return net

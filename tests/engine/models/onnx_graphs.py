@@ -1,0 +1,80 @@
+"""Plain factories for the model tests: tiny ONNX graphs with FaceFusion's input/output names
+and shapes whose outputs are known functions of their inputs, installed in a temp store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from facegate.engine.models.store import ModelStore
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def save_graph(
+    path: Path,
+    nodes: list[onnx.NodeProto],
+    inputs: list[tuple[str, list[object]]],
+    outputs: list[tuple[str, list[object]]],
+    initializers: list[np.ndarray] | None = None,
+    names: list[str] | None = None,
+    dtype: int = TensorProto.FLOAT,
+) -> Path:
+    graph = helper.make_graph(
+        nodes,
+        path.stem,
+        [helper.make_tensor_value_info(n, dtype, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, dtype, s) for n, s in outputs],
+        initializer=[
+            numpy_helper.from_array(a, name=nm)
+            for a, nm in zip(initializers or [], names or [], strict=True)
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=OPSET)
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def const(name: str, value: np.ndarray) -> onnx.NodeProto:
+    return helper.make_node(
+        "Constant", [], [name], value=numpy_helper.from_array(np.asarray(value, np.float32))
+    )
+
+
+def install(
+    store: ModelStore,
+    tmp: Path,
+    name: str,
+    kind: str,
+    graph_path: Path,
+    tag: str = "v1",
+    tenant: str | None = None,
+) -> None:
+    store.add(name, tag, {"model": graph_path}, kind=kind, licence="test", tenant=tenant)
+
+
+def identity_graph(path: Path, in_name: str, out_name: str, shape: list[object]) -> Path:
+    return save_graph(
+        path,
+        [helper.make_node("Identity", [in_name], [out_name])],
+        [(in_name, shape)],
+        [(out_name, shape)],
+    )
+
+
+def affine_graph(
+    path: Path, in_name: str, out_name: str, shape: list[object], scale: float, offset: float
+) -> Path:
+    """out = in * scale + offset (pointwise)."""
+    nodes = [
+        const("s", np.array(scale)),
+        const("o", np.array(offset)),
+        helper.make_node("Mul", [in_name, "s"], ["m"]),
+        helper.make_node("Add", ["m", "o"], [out_name]),
+    ]
+    return save_graph(path, nodes, [(in_name, shape)], [(out_name, shape)])
