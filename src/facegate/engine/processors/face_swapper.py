@@ -1,0 +1,89 @@
+"""``face_swapper``: replaces each selected target face with its mapped source identity.
+
+The swapping method is a backend (``engine.swap.backend``) chosen by the ``model`` option;
+``mesh_warp`` is built in. Per job, ``prepare`` turns every source face into the backend's
+source state once (``ctx.state["face_swapper"]``); ``process_frame`` then swaps each
+``(source index, target face)`` pair the pipeline selected.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+from facegate.engine.errors import InvalidOptions
+from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
+from facegate.engine.swap.backend import SwapBackend, create_swap_backend
+from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.types import Face, Frame
+
+__all__ = ["FaceSwapper", "FaceSwapperOptions"]
+
+
+def source_frame_index(ctx: JobContext, face_index: int, face: Face) -> int:
+    """Which of ``ctx.source_frames`` a source face was found in.
+
+    Uses ``face.extra["source_frame"]`` when the analyser set it; otherwise a single source
+    image, or one face per image, makes the answer unambiguous.
+    """
+    tagged = face.extra.get("source_frame")
+    if isinstance(tagged, int) and 0 <= tagged < len(ctx.source_frames):
+        return tagged
+    if len(ctx.source_frames) == 1:
+        return 0
+    if len(ctx.source_frames) == len(ctx.source_faces):
+        return face_index
+    raise InvalidOptions("face_swapper: cannot tell which source image each source face came from")
+
+
+class FaceSwapper(Processor[FaceSwapperOptions]):
+    """Swaps faces with the backend named by ``model`` (default ``mesh_warp``)."""
+
+    name: ClassVar[str] = "face_swapper"
+    options_type: ClassVar[type[ProcessorOptions]] = FaceSwapperOptions
+    sensitive: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        # Backends are read-only once created (loaded models), so one per model name is
+        # shared by every job; the lock only guards their lazy creation.
+        self._backends: dict[str, SwapBackend] = {}
+        self._lock = threading.Lock()
+
+    def backend(self, model: str) -> SwapBackend:
+        with self._lock:
+            found = self._backends.get(model)
+            if found is None:
+                found = create_swap_backend(model)
+                self._backends[model] = found
+            return found
+
+    def prepare(self, ctx: JobContext) -> None:
+        options = ctx.options_for(self.name, FaceSwapperOptions)
+        backend = self.backend(options.model)
+        sources: list[object] = []
+        for index, face in enumerate(ctx.source_faces):
+            ctx.check_cancelled()
+            frame = ctx.source_frames[source_frame_index(ctx, index, face)]
+            sources.append(backend.prepare_source([face], [frame], options))
+        ctx.state[self.name] = {"backend": backend, "sources": sources}
+
+    def process_frame(self, frame: Frame, ctx: JobContext) -> Frame:
+        options = ctx.options_for(self.name, FaceSwapperOptions)
+        state: dict[str, Any] | None = ctx.state.get(self.name)
+        if state is None:
+            raise InvalidOptions("face_swapper: prepare() was not run for this job")
+        backend: SwapBackend = state["backend"]
+        sources: list[object] = state["sources"]
+        for source_index, target_face in ctx.selected:
+            ctx.check_cancelled()
+            if not 0 <= source_index < len(sources):
+                raise InvalidOptions(
+                    f"face_swapper: source face {source_index} does not exist "
+                    f"({len(sources)} source faces)"
+                )
+            frame = backend.swap_face(frame, sources[source_index], target_face, options)
+        return frame
+
+    def release(self) -> None:
+        with self._lock:
+            self._backends.clear()

@@ -1,0 +1,80 @@
+"""The swap backend port: how ``face_swapper`` talks to one swapping method.
+
+A backend turns the source faces of one identity into a reusable state once per job
+(``prepare_source``), then swaps that identity onto target faces frame after frame
+(``swap_face``). Backends hold only read-only things (loaded models), so one instance
+serves many jobs and threads. ``mesh_warp`` (geometric, built in) is the first; the ONNX
+swappers (inswapper, simswap, ...) register themselves the same way.
+
+The registry maps a model name to a factory; it is filled at import time and only read
+afterwards, so it carries no per-job state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from facegate.engine.types import Face, Frame
+
+if TYPE_CHECKING:
+    from facegate.engine.swap.options import FaceSwapperOptions
+
+
+class SwapBackend(Protocol):
+    """One face-swapping method."""
+
+    def prepare_source(
+        self,
+        source_faces: Sequence[Face],
+        source_frames: Sequence[Frame],
+        options: FaceSwapperOptions,
+    ) -> object:
+        """State for one source identity; ``source_faces[i]`` was found in ``source_frames[i]``.
+
+        Several faces mean several photos of one person (a backend may average them).
+        Raises ``NoFaceDetected`` when given no face.
+        """
+        ...
+
+    def swap_face(
+        self, frame: Frame, source_state: object, target_face: Face, options: FaceSwapperOptions
+    ) -> Frame:
+        """``frame`` with ``target_face`` replaced by the prepared identity (a new array)."""
+        ...
+
+
+SwapBackendFactory = Callable[[], SwapBackend]
+
+
+def _mesh_warp_factory() -> SwapBackend:
+    from facegate.engine.swap.mesh_warp import MeshWarpBackend
+
+    return MeshWarpBackend()
+
+
+_FACTORIES: dict[str, SwapBackendFactory] = {"mesh_warp": _mesh_warp_factory}
+
+
+def register_swap_backend(name: str, factory: SwapBackendFactory) -> None:
+    """Make ``name`` a valid ``face_swapper`` model. Call at import time of the backend's
+    module; registering a name twice with a different factory is an error."""
+    existing = _FACTORIES.get(name)
+    if existing is not None and existing is not factory:
+        raise ValueError(f"swap backend {name!r} is already registered")
+    _FACTORIES[name] = factory
+
+
+def swap_backend_names() -> frozenset[str]:
+    return frozenset(_FACTORIES)
+
+
+def create_swap_backend(name: str) -> SwapBackend:
+    """A new backend instance (factories may raise ``ModelUnavailable``)."""
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        from facegate.engine.errors import InvalidOptions
+
+        raise InvalidOptions(f"face_swapper: unknown swap model {name!r}") from None
+    return factory()

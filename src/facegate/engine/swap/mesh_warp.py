@@ -1,0 +1,160 @@
+"""``mesh_warp``: the built-in geometric swapper.
+
+The source face's texture is mapped onto the target's mesh (so the target's pose and
+expression are kept by construction), with the pose fill from ``symmetry``, the target's
+eyes and mouth kept where expressions differ, the target's shading kept and the source's
+detail taken, and a feathered or Poisson blend under a mask trimmed below the hairline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from facegate.engine import mesh
+from facegate.engine.errors import NoFaceDetected
+from facegate.engine.swap.blend import feather_blend, poisson_blend
+from facegate.engine.swap.color import is_grayscale, match_lighting, transfer_colour
+from facegate.engine.swap.geometry import FloatArray
+from facegate.engine.swap.masks import face_mask, keep_mask
+from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.swap.symmetry import triangle_quality
+from facegate.engine.swap.warp import warp_face
+from facegate.engine.types import Face, Frame
+
+#: Margin around the landmarks' box, as a fraction of its size (room for the feather).
+REGION_MARGIN = 0.12
+#: Low-pass sigma of the frequency separation, as a fraction of the face height
+#: (forehead top → chin): shading varies slower than this, brows and wrinkles faster.
+LOW_PASS = 0.035
+#: A source face more than this many times larger than the target is downscaled first
+#: (remap interpolates linearly and would alias).
+MAX_SOURCE_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class MeshWarpSource:
+    """Prepared source identity: the face crop and everything derived from it once."""
+
+    image: Frame
+    points: FloatArray  # (478, 3) in crop pixels
+    quality: FloatArray  # (852,) how well the source shows each triangle
+    grayscale: bool
+    size: float  # forehead-top → chin distance, pixels
+
+
+def face_height(points: FloatArray) -> float:
+    return float(np.linalg.norm(points[mesh.FOREHEAD_TOP, :2] - points[mesh.CHIN, :2]))
+
+
+def _region(points: FloatArray, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    lo, hi = points[:, :2].min(axis=0), points[:, :2].max(axis=0)
+    pad = (hi - lo) * REGION_MARGIN + 2.0
+    x0, y0 = np.floor(lo - pad).astype(int)
+    x1, y1 = np.ceil(hi + pad).astype(int)
+    return max(0, x0), max(0, y0), min(shape[1], x1), min(shape[0], y1)
+
+
+class MeshWarpBackend:
+    """The geometric swap backend (no model files; pure OpenCV/numpy, thread-safe)."""
+
+    def prepare_source(
+        self,
+        source_faces: Sequence[Face],
+        source_frames: Sequence[Frame],
+        options: FaceSwapperOptions,
+    ) -> MeshWarpSource:
+        if not source_faces:
+            raise NoFaceDetected("no face in the source image")
+        # One texture is mapped, so several photos of one person can't be averaged here:
+        # take the face that shows the most (largest, then most frontal by quality).
+        best = max(
+            range(len(source_faces)),
+            key=lambda i: source_faces[i].width * source_faces[i].height,
+        )
+        face, frame = source_faces[best], source_frames[best]
+        x0, y0, x1, y1 = _region(face.landmarks, frame.shape)
+        crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
+        points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        return MeshWarpSource(
+            image=crop,
+            points=points,
+            quality=triangle_quality(points),
+            grayscale=is_grayscale(crop),
+            size=face_height(points),
+        )
+
+    def swap_face(
+        self,
+        frame: Frame,
+        source_state: object,
+        target_face: Face,
+        options: FaceSwapperOptions,
+        timings: dict[str, float] | None = None,
+    ) -> Frame:
+        if not isinstance(source_state, MeshWarpSource):
+            raise TypeError("mesh_warp got a source state it did not prepare")
+        out = frame.copy()
+        if options.blend == 0.0:
+            return out
+        x0, y0, x1, y1 = _region(target_face.landmarks, frame.shape)
+        if x1 - x0 < 8 or y1 - y0 < 8:
+            return out
+        clock = time.perf_counter()
+        stamps: dict[str, float] = {}
+
+        def stage(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            stamps[name] = now - clock
+            clock = now
+
+        shape = (y1 - y0, x1 - x0)
+        target = frame[y0:y1, x0:x1]
+        points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        source_image, source_points = _scaled_source(source_state, face_height(points))
+        warp = warp_face(source_image, source_points, source_state.quality, points, shape)
+        stage("warp")
+
+        coverage = np.asarray(
+            cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
+        )
+        keep = keep_mask(source_state.points, points, shape) if options.keep_expression else None
+        hole = keep if keep is not None else np.zeros(shape, np.float32)
+        mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
+        mask = mask * (1.0 - hole) * cv2.GaussianBlur(coverage, (0, 0), 1.0)
+        skin = ((mask > 0.5) & warp.coverage).astype(np.float32)
+        stage("mask")
+
+        if options.match_lighting:
+            sigma = max(1.0, LOW_PASS * face_height(points))
+            face = match_lighting(warp.image, target, coverage, skin, sigma, source_state.grayscale)
+        else:
+            face = transfer_colour(warp.image, target, skin, source_state.grayscale)
+        stage("colour")
+
+        if options.mask == "poisson":
+            blended = poisson_blend(target, face, mask, options.blend)
+        else:
+            blended = feather_blend(target, face, mask, options.blend)
+        out[y0:y1, x0:x1] = blended
+        stage("blend")
+        if timings is not None:
+            timings.update(stamps)
+        return out
+
+
+def _scaled_source(state: MeshWarpSource, target_size: float) -> tuple[Frame, FloatArray]:
+    ratio = state.size / max(target_size, 1.0)
+    if ratio <= MAX_SOURCE_RATIO:
+        return state.image, state.points
+    scale = MAX_SOURCE_RATIO / ratio
+    h, w = state.image.shape[:2]
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    image = np.asarray(cv2.resize(state.image, size, interpolation=cv2.INTER_AREA), np.uint8)
+    factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
+    return image, (state.points * factors).astype(np.float32)

@@ -1,0 +1,53 @@
+"""Options of the face swapper (shared by the processor and every swap backend)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from facegate.engine.processors.base import ProcessorOptions
+
+
+class FaceSwapperOptions(ProcessorOptions):
+    """Options of ``face_swapper``; names and ranges follow FaceFusion where it has them.
+
+    - ``model``: a registered swap backend (``mesh_warp`` is built in);
+    - ``blend``: 0 keeps the target untouched, 1 applies the swap fully;
+    - ``mask``: ``feather`` (alpha blend with a soft edge) or ``poisson`` (seamless clone);
+    - ``mask_padding``: % of the face box cut from the top, right, bottom, left;
+    - ``mask_blur``: softness of the mask edge, 0..1 (FaceFusion's default 0.3);
+    - ``keep_expression``: keep the target's eyes and mouth interior (and the whole lips /
+      lids where the source's mouth or eyes are open differently);
+    - ``match_lighting``: keep the target's low-frequency shading and colour, take only the
+      source's detail; off: a plain colour transfer.
+    """
+
+    model: str = "mesh_warp"
+    blend: float = Field(default=1.0, ge=0.0, le=1.0)
+    mask: Literal["feather", "poisson"] = "feather"
+    mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    mask_blur: float = Field(default=0.3, ge=0.0, le=1.0)
+    keep_expression: bool = True
+    match_lighting: bool = True
+
+    @field_validator("mask_padding")
+    @classmethod
+    def _padding_in_range(
+        cls, value: tuple[float, float, float, float]
+    ) -> tuple[float, float, float, float]:
+        if any(not 0.0 <= v <= 100.0 for v in value):
+            raise ValueError("each padding must be within 0..100 (percent)")
+        if value[0] + value[2] >= 100.0 or value[1] + value[3] >= 100.0:
+            raise ValueError("opposite paddings must leave part of the face")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        from facegate.engine.swap.backend import swap_backend_names
+
+        if value not in swap_backend_names():
+            known = ", ".join(sorted(swap_backend_names()))
+            raise ValueError(f"unknown swap model {value!r} (known: {known})")
+        return value
