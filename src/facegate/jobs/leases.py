@@ -1,0 +1,129 @@
+"""What a worker does to a job it holds, and the reaper of jobs whose worker vanished.
+
+Every write here is guarded by ``lease_owner`` and ``status='running'``: a worker that lost
+its lease (the reaper requeued the job, another worker re-ran it) can neither report
+progress nor finish the job, so no job is finished twice. These statements are system
+scope (by job id, across tenants) and are never reachable from a request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from facegate.db import utcnow
+from facegate.jobs.models import Job
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """What a renewal found: whether the lease is still ours, and whether to stop."""
+
+    held: bool
+    cancel_requested: bool
+
+
+def load_claimed(session: Session, job_id: uuid.UUID, owner: str) -> Job | None:
+    """The job row a worker just claimed (None when the claim was lost meanwhile)."""
+    stmt = select(Job).where(Job.id == job_id, Job.lease_owner == owner, Job.status == "running")
+    return session.scalars(stmt).one_or_none()
+
+
+def renew(session: Session, job_id: uuid.UUID, owner: str, lease_seconds: float) -> LeaseState:
+    now = utcnow()
+    held = _guarded_update(
+        session,
+        job_id,
+        owner,
+        lease_expires_at=now + timedelta(seconds=lease_seconds),
+        heartbeat_at=now,
+    )
+    if not held:
+        return LeaseState(held=False, cancel_requested=True)
+    cancel = session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar_one()
+    return LeaseState(held=True, cancel_requested=bool(cancel))
+
+
+def report_progress(
+    session: Session, job_id: uuid.UUID, owner: str, progress: float, stage: str
+) -> bool:
+    return _guarded_update(
+        session, job_id, owner, progress=max(0.0, min(1.0, progress)), stage=stage[:64]
+    )
+
+
+def finish(session: Session, job_id: uuid.UUID, owner: str, status: str, **values: Any) -> bool:
+    """Move a held job to a terminal status; False when the lease was lost (nothing done)."""
+    return _guarded_update(
+        session,
+        job_id,
+        owner,
+        status=status,
+        finished_at=utcnow(),
+        lease_owner=None,
+        lease_expires_at=None,
+        **values,
+    )
+
+
+def _guarded_update(session: Session, job_id: uuid.UUID, owner: str, **values: Any) -> bool:
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner, Job.status == "running")
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """One job whose lease had expired, and what became of it."""
+
+    job_id: uuid.UUID
+    tenant_id: str
+    outcome: str  # "requeued" | "failed"
+
+
+def requeue_expired(session: Session, now: datetime | None = None) -> list[Reaped]:
+    """Requeue running jobs whose lease expired; fail those out of attempts.
+
+    Run at start-up (jobs left running by a crash) and periodically after that.
+    """
+    now = now or utcnow()
+    expired = session.execute(
+        select(Job.id, Job.tenant_id, Job.attempts, Job.max_attempts).where(
+            Job.status == "running", Job.lease_expires_at < now
+        )
+    ).all()
+    reaped: list[Reaped] = []
+    for job_id, tenant_id, attempts, max_attempts in expired:
+        guard = (Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
+        if attempts >= max_attempts:
+            values: dict[str, Any] = {
+                "status": "failed",
+                "finished_at": now,
+                "error_type": "lease-expired",
+                "error_detail": (
+                    f"the worker running this job stopped responding on each of {attempts} attempts"
+                ),
+                "stage": "failed",
+            }
+            outcome = "failed"
+        else:
+            values = {"status": "queued", "stage": "requeued", "progress": 0.0}
+            outcome = "requeued"
+        result = session.execute(
+            update(Job)
+            .where(*guard)
+            .values(lease_owner=None, lease_expires_at=None, **values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount:  # type: ignore[attr-defined]
+            reaped.append(Reaped(job_id, tenant_id, outcome))
+    return reaped

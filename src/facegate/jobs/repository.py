@@ -1,0 +1,112 @@
+"""All SQL on jobs a tenant may see, built from one scoped statement.
+
+``JobRepository.readable_statement(tenant_id)`` is the only place a tenant-facing query of
+``Job`` starts; every method derives from it, so a job of another tenant is simply absent
+(and answers 404 exactly like a missing id). ``tests/jobs/test_scope_lint.py`` fails when
+code elsewhere queries ``Job`` directly. The scheduler's cross-tenant statements (claim,
+leases) live in ``claim.py`` and ``leases.py`` and never serve a request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Select, and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from facegate.db import utcnow
+from facegate.jobs.models import Job
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Position after the last job of a page (newest first): its creation time and id."""
+
+    created_at: datetime
+    job_id: uuid.UUID
+
+
+class JobRepository:
+    """Tenant-scoped reads and writes of jobs within the caller's session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @staticmethod
+    def readable_statement(tenant_id: str) -> Select[Job]:
+        """Every tenant-facing query of jobs starts here."""
+        return select(Job).where(Job.tenant_id == tenant_id)
+
+    def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
+        stmt = self.readable_statement(tenant_id).where(Job.id == job_id)
+        return self.session.scalars(stmt).one_or_none()
+
+    def get_by_idempotency_key(self, tenant_id: str, key: str) -> Job | None:
+        stmt = self.readable_statement(tenant_id).where(Job.idempotency_key == key)
+        return self.session.scalars(stmt).one_or_none()
+
+    def list_page(
+        self,
+        tenant_id: str,
+        *,
+        statuses: Sequence[str] = (),
+        after: Cursor | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        """Newest first; ``after`` continues from the previous page's last job."""
+        stmt = self.readable_statement(tenant_id)
+        if statuses:
+            stmt = stmt.where(Job.status.in_(list(statuses)))
+        if after is not None:
+            stmt = stmt.where(
+                or_(
+                    Job.created_at < after.created_at,
+                    and_(Job.created_at == after.created_at, Job.id < after.job_id),
+                )
+            )
+        stmt = stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+        return list(self.session.scalars(stmt))
+
+    def count_in_status(self, tenant_id: str, statuses: Sequence[str]) -> int:
+        scoped = self.readable_statement(tenant_id).where(Job.status.in_(list(statuses)))
+        stmt = select(func.count()).select_from(scoped.subquery())
+        return int(self.session.execute(stmt).scalar_one())
+
+    def add(self, job: Job) -> Job:
+        self.session.add(job)
+        self.session.flush()
+        return job
+
+    def request_cancel(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
+        """Cancel a queued job at once; ask a running one to stop between stages.
+
+        Returns the job as it is afterwards (terminal jobs are left as they are), or None
+        when the tenant has no such job.
+        """
+        job = self.get(tenant_id, job_id)
+        if job is None or job.is_terminal:
+            return job
+        now = utcnow()
+        # Both updates are guarded by the status the row has now (a worker finishing in
+        # between wins) and scoped by the same readable statement as every read.
+        queued = self.readable_statement(tenant_id).where(Job.id == job_id, Job.status == "queued")
+        self.session.execute(
+            update(Job)
+            .where(queued.whereclause)  # type: ignore[arg-type]
+            .values(status="cancelled", finished_at=now, cancel_requested=True, stage="cancelled")
+            .execution_options(synchronize_session=False)
+        )
+        running = self.readable_statement(tenant_id).where(
+            Job.id == job_id, Job.status == "running"
+        )
+        self.session.execute(
+            update(Job)
+            .where(running.whereclause)  # type: ignore[arg-type]
+            .values(cancel_requested=True)
+            .execution_options(synchronize_session=False)
+        )
+        self.session.expire(job)
+        return self.get(tenant_id, job_id)

@@ -1,0 +1,112 @@
+"""Runs one claimed job on the engine: inputs in, encoded result out.
+
+Kept apart from the worker loop so the loop (claim, leases, bookkeeping) can be tested
+with any JobRunner, and this bridge with the real engine.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
+from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.jobs.models import Job
+from facegate.jobs.policy import check_output_resolution, check_spec_allowed
+from facegate.storage.tenant import TenantStore
+from facegate.tenancy.models import Policy
+
+ProgressFn = Callable[[float, str], None]
+
+CONTENT_TYPES: dict[str, str] = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
+EXTENSIONS: dict[str, str] = {"jpeg": "jpg", "png": "png", "webp": "webp"}
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    """The encoded result of a job and what is recorded about it."""
+
+    data: bytes
+    format: OutputFormat
+    width: int
+    height: int
+    frames: int
+    compute_seconds: float
+
+    @property
+    def content_type(self) -> str:
+        return CONTENT_TYPES[self.format]
+
+    @property
+    def name(self) -> str:
+        return f"result.{EXTENSIONS[self.format]}"
+
+
+class JobRunner(Protocol):
+    """Turns a claimed job into its output; raises EngineError (or a ProblemError)."""
+
+    def run(
+        self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+    ) -> JobOutput: ...
+
+
+def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
+    """The spec's format, else the target's when it is an output format, else PNG (BMP/TIFF
+    targets may carry detail a JPEG would lose)."""
+    if spec.output.format is not None:
+        return spec.output.format
+    if target.format in ("jpeg", "png", "webp"):
+        return target.format
+    return "png"
+
+
+class EngineRunner:
+    """JobRunner on the real engine: decode, Pipeline(spec).run_image, encode."""
+
+    def __init__(self, tenant_store: TenantStore) -> None:
+        self.tenant_store = tenant_store
+
+    def run(
+        self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+    ) -> JobOutput:
+        started = time.perf_counter()
+        spec = PipelineSpec.model_validate(job.spec)
+        check_spec_allowed(spec, policy)  # the policy may have changed since submission
+        limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+        on_progress(0.0, "load")
+        sources: list[LoadedImage] = []
+        target: LoadedImage | None = None
+        for name in job.inputs:
+            data = self.tenant_store.get(job.tenant_id, "inputs", job.id, name)
+            loaded = load_image(data, limits)
+            if name.startswith("target"):
+                target = loaded
+            elif name.startswith("source-"):
+                sources.append(loaded)
+        if target is None:
+            raise RuntimeError(f"job {job.id} has no target input")
+        check_output_resolution(spec, policy, target.width, target.height)
+        pipeline = Pipeline(spec)
+        frame = pipeline.run_image(
+            [s.frame for s in sources], target.frame, cancel=cancel, on_progress=on_progress
+        )
+        fmt = output_format(spec, target)
+        alpha = (
+            target.alpha
+            if target.alpha is not None and target.alpha.shape == frame.shape[:2]
+            else None
+        )
+        on_progress(1.0, "encode")
+        data = encode_image(frame, fmt, spec.output.quality, alpha=alpha)
+        height, width = frame.shape[:2]
+        return JobOutput(
+            data=data,
+            format=fmt,
+            width=width,
+            height=height,
+            frames=1,
+            compute_seconds=time.perf_counter() - started,
+        )

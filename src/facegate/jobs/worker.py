@@ -1,0 +1,329 @@
+"""In-process workers: N threads that claim jobs fairly, run them, and record the outcome.
+
+One maintenance thread renews the leases of the jobs in flight (and passes on cancel
+requests), requeues jobs whose lease expired (a crashed process, a hung worker) and purges
+artifacts past their tenant's retention. At start-up the reaper runs once, so jobs left
+running by a crash go back to the queue as soon as their lease has expired; queued jobs are
+simply claimed again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import sessionmaker
+
+from facegate.api.errors import ProblemError
+from facegate.database import session_scope
+from facegate.db import utcnow
+from facegate.engine.errors import Cancelled, EngineError
+from facegate.jobs import leases
+from facegate.jobs.claim import Claim, JobClaimer, LockingClaimer
+from facegate.jobs.models import Job
+from facegate.jobs.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
+from facegate.storage.base import StorageError, StorageQuotaExceeded
+from facegate.storage.tenant import TenantStore
+from facegate.tenancy.models import Policy
+
+log = structlog.get_logger("facegate.jobs")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How many workers, how long a lease lasts and how often the loops look around."""
+
+    workers: int = 2
+    lease_seconds: float = 30.0
+    poll_seconds: float = 0.5
+    purge_every_seconds: float = 3600.0
+    uses_device: bool = False
+    progress_every_seconds: float = 0.2
+
+
+@dataclass
+class _InFlight:
+    claim: Claim
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class WorkerPool:
+    """The embedded shape's workers, started and stopped by the app lifespan (or the CLI)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tenant_store: TenantStore,
+        config: WorkerConfig | None = None,
+        *,
+        runner: JobRunner | None = None,
+        claimer: JobClaimer | None = None,
+    ) -> None:
+        self.config = config or WorkerConfig()
+        self.tenant_store = tenant_store
+        # Worker transactions write; taking SQLite's write lock at BEGIN avoids the
+        # "database is locked" upgrade failure of deferred transactions under WAL.
+        self.sessions = sessionmaker(
+            bind=engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
+        )
+        self.runner = runner or EngineRunner(tenant_store)
+        self.claimer = claimer or LockingClaimer(engine)
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._in_flight: dict[uuid.UUID, _InFlight] = {}
+        self._lock = threading.Lock()
+
+    # lifecycle
+    def start(self) -> None:
+        self.reap()
+        self._stop.clear()
+        for number in range(self.config.workers):
+            worker_id = f"{self.name}/w{number}"
+            self._spawn(self._work_loop, worker_id)
+        self._spawn(self._maintenance_loop, f"{self.name}/maintenance")
+        log.info("workers.started", workers=self.config.workers, pool=self.name)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming, ask running jobs to stop, and wait for the threads."""
+        self._stop.set()
+        with self._lock:
+            for flight in self._in_flight.values():
+                flight.cancel.set()
+        self.wake()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.clear()
+
+    def wake(self) -> None:
+        """A job was submitted: let an idle worker look now instead of at its next poll."""
+        with self._wake:
+            self._wake.notify_all()
+
+    def _spawn(self, target: Callable[[str], None], name: str) -> None:
+        thread = threading.Thread(target=target, args=(name,), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # the loops
+    def _work_loop(self, worker_id: str) -> None:
+        while not self._stop.is_set():
+            try:
+                worked = self.run_once(worker_id)
+            except Exception:
+                log.exception("worker.error", worker=worker_id)
+                worked = False
+            if not worked:
+                with self._wake:
+                    self._wake.wait(self.config.poll_seconds)
+
+    def _maintenance_loop(self, name: str) -> None:
+        renew_every = max(0.05, self.config.lease_seconds / 3)
+        last_purge = time.monotonic()
+        while not self._stop.wait(renew_every):
+            try:
+                self.renew_leases()
+                self.reap()
+                if time.monotonic() - last_purge >= self.config.purge_every_seconds:
+                    last_purge = time.monotonic()
+                    self.purge()
+            except Exception:
+                log.exception("workers.maintenance_error", pool=self.name)
+
+    # one step each; public so tests can drive the pool without threads
+    def run_once(self, worker_id: str) -> bool:
+        """Claim one job and run it to a terminal status; False when nothing was claimable."""
+        claim = self.claimer.claim(
+            worker_id, lease_seconds=self.config.lease_seconds, uses_device=self.config.uses_device
+        )
+        if claim is None:
+            return False
+        flight = _InFlight(claim)
+        with self._lock:
+            self._in_flight[claim.job_id] = flight
+        try:
+            self._process(flight)
+        finally:
+            with self._lock:
+                self._in_flight.pop(claim.job_id, None)
+        return True
+
+    def renew_leases(self) -> None:
+        with self._lock:
+            flights = list(self._in_flight.values())
+        for flight in flights:
+            with session_scope(self.sessions) as session:
+                state = leases.renew(
+                    session,
+                    flight.claim.job_id,
+                    flight.claim.lease_owner,
+                    self.config.lease_seconds,
+                )
+            if not state.held or state.cancel_requested:
+                flight.cancel.set()
+
+    def reap(self) -> None:
+        with session_scope(self.sessions) as session:
+            for reaped in leases.requeue_expired(session):
+                log.warning(
+                    "job.lease_expired",
+                    tenant_id=reaped.tenant_id,
+                    job_id=str(reaped.job_id),
+                    outcome=reaped.outcome,
+                )
+        self.wake()
+
+    def purge(self) -> int:
+        with session_scope(self.sessions) as session:
+            retention = dict(session.execute(select(Policy.tenant_id, Policy.retention_days)).all())
+            purged = self.tenant_store.purge_expired(session, utcnow(), retention)
+        if purged:
+            log.info("storage.purged", objects=purged)
+        return purged
+
+    # one job
+    def _process(self, flight: _InFlight) -> None:
+        claim = flight.claim
+        bound = log.bind(tenant_id=claim.tenant_id, job_id=str(claim.job_id), attempt=claim.attempt)
+        with session_scope(self.sessions) as session:
+            job = leases.load_claimed(session, claim.job_id, claim.lease_owner)
+            policy = session.get(Policy, claim.tenant_id)
+            cancel_requested = bool(job and job.cancel_requested)
+        if job is None or policy is None:
+            bound.warning("job.claim_lost")
+            return
+        if cancel_requested:
+            flight.cancel.set()
+        bound.info("job.started", worker=claim.lease_owner)
+        started = time.perf_counter()
+        try:
+            if flight.cancel.is_set():
+                raise Cancelled("the job was cancelled before it started")
+            output = self.runner.run(job, policy, flight.cancel, self._progress_fn(flight))
+        except Cancelled:
+            self._finish(flight, bound, "cancelled", stage="cancelled")
+        except EngineError as exc:
+            self._finish(flight, bound, "failed", error_type=exc.code, error_detail=exc.detail)
+        except ProblemError as exc:
+            self._finish(flight, bound, "failed", error_type=exc.type_slug, error_detail=exc.detail)
+        except Exception as exc:
+            bound.exception("job.crashed")
+            self._finish(
+                flight,
+                bound,
+                "failed",
+                error_type="internal-error",
+                error_detail=f"unexpected {type(exc).__name__} while processing the job",
+            )
+        else:
+            self._store_result(flight, bound, job, policy, output)
+        bound.info("job.done", seconds=round(time.perf_counter() - started, 3))
+
+    def _progress_fn(self, flight: _InFlight) -> ProgressFn:
+        last = [0.0]
+
+        def report(fraction: float, stage: str) -> None:
+            now = time.monotonic()
+            if now - last[0] < self.config.progress_every_seconds and fraction < 1.0:
+                return
+            last[0] = now
+            with session_scope(self.sessions) as session:
+                held = leases.report_progress(
+                    session, flight.claim.job_id, flight.claim.lease_owner, fraction, stage
+                )
+            if not held:
+                flight.cancel.set()
+            if flight.cancel.is_set():
+                raise Cancelled("the job was cancelled")
+
+        return report
+
+    def _store_result(
+        self,
+        flight: _InFlight,
+        bound: structlog.typing.FilteringBoundLogger,
+        job: Job,
+        policy: Policy,
+        output: JobOutput,
+    ) -> None:
+        claim = flight.claim
+        try:
+            with session_scope(self.sessions) as session:
+                # Same key on every attempt: a re-run overwrites, never duplicates.
+                self.tenant_store.put(
+                    session,
+                    tenant_id=claim.tenant_id,
+                    kind="outputs",
+                    job_id=claim.job_id,
+                    name=output.name,
+                    data=output.data,
+                    content_type=output.content_type,
+                    quota_bytes=policy.storage_quota_bytes,
+                )
+                done = leases.finish(
+                    session,
+                    claim.job_id,
+                    claim.lease_owner,
+                    "succeeded",
+                    stage="done",
+                    progress=1.0,
+                    outputs=[output.name],
+                    output_content_type=output.content_type,
+                    result_width=output.width,
+                    result_height=output.height,
+                    result_bytes=len(output.data),
+                    result_pixels=output.width * output.height * output.frames,
+                    result_frames=output.frames,
+                    compute_seconds=output.compute_seconds,
+                )
+                if not done:
+                    raise _LeaseLost
+        except _LeaseLost:
+            bound.warning("job.lease_lost_before_finish")
+            return
+        except StorageQuotaExceeded as exc:
+            self._finish(
+                flight, bound, "failed", error_type="storage-quota-exceeded", error_detail=str(exc)
+            )
+            return
+        except StorageError as exc:
+            self._finish(
+                flight, bound, "failed", error_type="storage-error", error_detail=type(exc).__name__
+            )
+            return
+        bound.info(
+            "job.succeeded",
+            width=output.width,
+            height=output.height,
+            bytes=len(output.data),
+            compute_seconds=round(output.compute_seconds, 3),
+        )
+
+    def _finish(
+        self,
+        flight: _InFlight,
+        bound: structlog.typing.FilteringBoundLogger,
+        status: str,
+        **values: object,
+    ) -> None:
+        with session_scope(self.sessions) as session:
+            done = leases.finish(
+                session, flight.claim.job_id, flight.claim.lease_owner, status, **values
+            )
+        if done:
+            bound.info(f"job.{status}", error_type=values.get("error_type"))
+        else:
+            bound.warning("job.lease_lost_before_finish", status=status)
+
+
+class _LeaseLost(Exception):
+    """The job was taken from this worker before it could record the result."""

@@ -1,0 +1,25 @@
+"""Choose the ObjectStore adapter from ``FACEGATE_STORAGE_URL``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from facegate.storage.base import ObjectStore, StorageError
+from facegate.storage.local import LocalStore
+from facegate.storage.memory import MemoryStore
+
+
+def store_from_url(url: str) -> ObjectStore:
+    """``file://./var/storage`` or ``file:///abs/path`` → LocalStore; ``memory://`` →
+    MemoryStore (tests). S3 URLs are handled by the cluster shape's adapter."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        # file://./rel keeps "." as the netloc; file:///abs has an empty one.
+        raw = unquote(parts.netloc + parts.path)
+        if not raw:
+            raise StorageError(f"storage URL {url!r} names no folder")
+        return LocalStore(Path(raw))
+    if parts.scheme == "memory":
+        return MemoryStore()
+    raise StorageError(f"unsupported storage URL scheme {parts.scheme!r} in {url!r}")

@@ -1,0 +1,205 @@
+"""TenantStore: the only door to object storage for tenant data.
+
+Keys are always ``tenants/<tenant>/<kind>/<job>/<name>``, built here from validated parts:
+the tenant slug comes from the principal, the kind from a fixed set, the job id is a UUID
+and the name comes from a fixed vocabulary (``source-0``, ``target``, ``result``...). A
+client's file name never becomes part of a path.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal, get_args
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from facegate.db import utcnow
+from facegate.storage.base import (
+    InvalidKey,
+    ObjectNotFound,
+    ObjectStore,
+    StorageQuotaExceeded,
+    check_key,
+)
+from facegate.storage.models import StoredObject
+
+Kind = Literal["inputs", "outputs", "previews"]
+KINDS: frozenset[str] = frozenset(get_args(Kind))
+
+TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+NAME_PATTERN = re.compile(
+    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview)(?:\.(?:jpg|png|webp|mp4))?$"
+)
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """Where one artifact lives and what it is."""
+
+    key: str
+    tenant_id: str
+    kind: str
+    job_id: uuid.UUID
+    name: str
+    content_type: str
+    size_bytes: int
+
+
+def build_key(tenant_id: str, kind: str, job_id: uuid.UUID | str, name: str) -> str:
+    """The storage key of one artifact; every part is validated, none is taken as given."""
+    if not TENANT_PATTERN.fullmatch(tenant_id):
+        raise InvalidKey(f"invalid tenant id {tenant_id!r}")
+    if kind not in KINDS:
+        raise InvalidKey(f"invalid artifact kind {kind!r}")
+    job = job_id if isinstance(job_id, uuid.UUID) else _parse_uuid(job_id)
+    if not NAME_PATTERN.fullmatch(name):
+        raise InvalidKey(f"invalid artifact name {name!r}")
+    return check_key(f"tenants/{tenant_id}/{kind}/{job}/{name}")
+
+
+def _parse_uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidKey(f"invalid job id {value!r}") from None
+
+
+class TenantStore:
+    """Tenant-scoped reads and writes over an ObjectStore, with quota and retention.
+
+    Methods that change the ledger take the caller's session and never commit: the caller
+    owns the transaction (the job row and its inputs are committed together).
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+
+    def usage_bytes(self, session: Session, tenant_id: str) -> int:
+        stmt = select(func.coalesce(func.sum(StoredObject.size_bytes), 0)).where(
+            StoredObject.tenant_id == tenant_id
+        )
+        return int(session.execute(stmt).scalar_one())
+
+    def check_quota(
+        self, session: Session, tenant_id: str, incoming_bytes: int, quota_bytes: int | None
+    ) -> None:
+        """Raise StorageQuotaExceeded when ``incoming_bytes`` more would pass the quota."""
+        if quota_bytes is None:
+            return
+        used = self.usage_bytes(session, tenant_id)
+        if used + incoming_bytes > quota_bytes:
+            raise StorageQuotaExceeded(
+                quota_bytes=quota_bytes, used_bytes=used, requested_bytes=incoming_bytes
+            )
+
+    def put(
+        self,
+        session: Session,
+        *,
+        tenant_id: str,
+        kind: Kind,
+        job_id: uuid.UUID,
+        name: str,
+        data: bytes,
+        content_type: str,
+        quota_bytes: int | None = None,
+    ) -> ObjectRef:
+        """Write one artifact and record it; idempotent per key (a rewrite replaces it)."""
+        key = build_key(tenant_id, kind, job_id, name)
+        existing = session.get(StoredObject, key)
+        replaced = existing.size_bytes if existing is not None else 0
+        self.check_quota(session, tenant_id, len(data) - replaced, quota_bytes)
+        size = self.store.put(key, data)
+        if existing is None:
+            session.add(
+                StoredObject(
+                    key=key,
+                    tenant_id=tenant_id,
+                    kind=kind,
+                    job_id=job_id,
+                    name=name,
+                    content_type=content_type,
+                    size_bytes=size,
+                    created_at=utcnow(),
+                )
+            )
+        else:
+            existing.size_bytes = size
+            existing.content_type = content_type
+            existing.created_at = utcnow()
+        session.flush()
+        return ObjectRef(key, tenant_id, kind, job_id, name, content_type, size)
+
+    def get(self, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str) -> bytes:
+        return self.store.get(build_key(tenant_id, kind, job_id, name))
+
+    def iter_chunks(
+        self, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str
+    ) -> Iterator[bytes]:
+        return self.store.iter_chunks(build_key(tenant_id, kind, job_id, name))
+
+    def find(
+        self, session: Session, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str
+    ) -> ObjectRef | None:
+        """The ledger entry of one artifact of this tenant, or None."""
+        row = session.get(StoredObject, build_key(tenant_id, kind, job_id, name))
+        if row is None or row.tenant_id != tenant_id:
+            return None
+        return _ref(row)
+
+    def delete_keys(self, keys: list[str]) -> None:
+        """Remove objects from the store (used to undo the writes of a refused submission)."""
+        for key in keys:
+            self.store.delete(key)
+
+    def delete_job(self, session: Session, tenant_id: str, job_id: uuid.UUID) -> int:
+        """Delete every artifact of one job of this tenant; returns how many."""
+        rows = session.scalars(
+            select(StoredObject).where(
+                StoredObject.tenant_id == tenant_id, StoredObject.job_id == job_id
+            )
+        ).all()
+        for row in rows:
+            self.store.delete(row.key)
+            session.delete(row)
+        session.flush()
+        return len(rows)
+
+    def purge_expired(
+        self, session: Session, now: datetime, retention_days: Mapping[str, int]
+    ) -> int:
+        """Delete artifacts older than their tenant's retention; returns how many.
+
+        Tenants missing from ``retention_days`` keep their artifacts (no policy, no purge).
+        """
+        purged = 0
+        for tenant_id, days in retention_days.items():
+            cutoff = now - timedelta(days=days)
+            rows = session.scalars(
+                select(StoredObject).where(
+                    StoredObject.tenant_id == tenant_id, StoredObject.created_at < cutoff
+                )
+            ).all()
+            for row in rows:
+                try:
+                    self.store.delete(row.key)
+                except ObjectNotFound:
+                    pass
+            if rows:
+                session.execute(
+                    delete(StoredObject).where(StoredObject.key.in_([r.key for r in rows]))
+                )
+            purged += len(rows)
+        session.flush()
+        return purged
+
+
+def _ref(row: StoredObject) -> ObjectRef:
+    return ObjectRef(
+        row.key, row.tenant_id, row.kind, row.job_id, row.name, row.content_type, row.size_bytes
+    )
