@@ -1,0 +1,85 @@
+"""The FastAPI application factory.
+
+Routers and background services are listed here as ``"module:attribute"`` strings (the
+same lazy registry pattern as the CLI): a domain package adds its router or its service by
+appending one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+
+from facegate.api.handlers import install_error_handlers
+from facegate.api.middleware import RequestContextMiddleware
+from facegate.api.state import AppState
+from facegate.database import create_engine_from_url, create_session_factory, migrate
+from facegate.settings import Settings
+from facegate.tenancy.jwt import JwtVerifier
+
+# APIRouter objects included in the app, in order.
+ROUTERS: tuple[str, ...] = (
+    "facegate.api.health:router",
+    "facegate.tenancy.endpoints:router",
+)
+
+# A background service is a callable taking the AppState and returning an async context
+# manager: entered after migrations at start-up, exited (in reverse order) at shutdown.
+ServiceFactory = Callable[[AppState], AbstractAsyncContextManager[Any]]
+SERVICES: tuple[str, ...] = ()
+
+
+def load(target: str) -> Any:
+    module_name, attribute = target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    services: Sequence[ServiceFactory] | None = None,
+    run_migrations: bool = True,
+) -> FastAPI:
+    """Build the app. ``services`` defaults to everything in ``SERVICES`` (tests pass an
+    explicit list, e.g. ``[]`` to run without workers)."""
+    factories: list[ServiceFactory] = (
+        list(services) if services is not None else [load(name) for name in SERVICES]
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if run_migrations:
+            migrate(settings.database_url)
+        engine = create_engine_from_url(settings.database_url)
+        state = AppState(
+            settings=settings,
+            engine=engine,
+            session_factory=create_session_factory(engine),
+            jwt_verifier=JwtVerifier.from_settings(settings),
+        )
+        app.state.facegate = state
+        try:
+            async with AsyncExitStack() as stack:
+                for factory in factories:
+                    await stack.enter_async_context(factory(state))
+                yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(
+        title="facegate",
+        version="0.1.0",
+        description="Multi-tenant face swap. Errors are RFC 9457 application/problem+json.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware, hsts=settings.tls_enabled)
+    for name in ROUTERS:
+        router = load(name)
+        assert isinstance(router, APIRouter), name
+        app.include_router(router)
+    return app

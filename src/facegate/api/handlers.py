@@ -1,0 +1,117 @@
+"""Exception handlers: every error leaves as RFC 9457 problem+json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, problem_document
+from facegate.engine import errors as engine_errors
+
+log = structlog.get_logger(__name__)
+
+# engine error -> (status, title)
+ENGINE_STATUS: dict[type[engine_errors.EngineError], tuple[int, str]] = {
+    engine_errors.UnsupportedMedia: (415, "Unsupported media type"),
+    engine_errors.MediaTooLarge: (413, "Media too large"),
+    engine_errors.CorruptMedia: (422, "Corrupt media"),
+    engine_errors.NoFaceDetected: (422, "No face detected"),
+    engine_errors.InvalidOptions: (422, "Invalid options"),
+    engine_errors.ModelUnavailable: (503, "Model unavailable"),
+    engine_errors.Cancelled: (409, "Cancelled"),
+}
+
+_HTTP_SLUGS = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden", "Forbidden"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    406: ("not-acceptable", "Not acceptable"),
+    413: ("payload-too-large", "Payload too large"),
+    415: ("unsupported-media", "Unsupported media type"),
+}
+
+
+def problem_response(
+    request: Request, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> JSONResponse:
+    request_id = getattr(request.state, "request_id", None)
+    if request_id:
+        body.setdefault("request_id", request_id)
+    body.setdefault("instance", request.url.path)
+    return JSONResponse(
+        body, status_code=int(body["status"]), headers=headers, media_type=PROBLEM_CONTENT_TYPE
+    )
+
+
+async def _problem_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ProblemError)
+    return problem_response(request, exc.to_problem(), exc.headers)
+
+
+async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, engine_errors.EngineError)
+    status, title = next(
+        (value for kind, value in ENGINE_STATUS.items() if isinstance(exc, kind)),
+        (422, "Media rejected"),
+    )
+    extra: dict[str, Any] = {}
+    if isinstance(exc, engine_errors.MediaTooLarge):
+        extra = {"limit": exc.limit_name, "limit_value": exc.limit, "actual": exc.actual}
+    body = problem_document(status, exc.code, title, exc.detail, **extra)
+    return problem_response(request, body)
+
+
+def _jsonable_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    # Only loc/msg/type: the raw input and ctx may hold bytes or objects (and user data).
+    return [
+        {
+            "loc": [str(part) for part in error.get("loc", ())],
+            "msg": str(error.get("msg", "")),
+            "type": str(error.get("type", "")),
+        }
+        for error in exc.errors()
+    ]
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = _jsonable_errors(exc)
+    detail = "invalid request"
+    if errors:
+        location = ".".join(errors[0]["loc"])
+        detail = f"{location}: {errors[0]['msg']}" if location else str(errors[0]["msg"])
+    body = problem_document(422, "validation-error", "Invalid request", detail, errors=errors)
+    return problem_response(request, body)
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    slug, title = _HTTP_SLUGS.get(exc.status_code, (f"http-{exc.status_code}", "Error"))
+    detail: str = exc.detail if isinstance(exc.detail, str) else title
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route {request.method} {request.url.path}"
+    body = problem_document(exc.status_code, slug, title, detail)
+    return problem_response(request, body, dict(exc.headers or {}))
+
+
+def internal_error_body() -> dict[str, Any]:
+    return problem_document(
+        500,
+        "internal-error",
+        "Internal server error",
+        "the server failed to handle this request; quote the request id when reporting it",
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ProblemError, _problem_error)
+    app.add_exception_handler(engine_errors.EngineError, _engine_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)

@@ -1,0 +1,21 @@
+"""What the running app holds: settings, database engine and session factory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from facegate.database import SessionFactory
+from facegate.settings import Settings
+from facegate.tenancy.jwt import JwtVerifier
+
+
+@dataclass
+class AppState:
+    """Shared by routes (``request.app.state.facegate``) and background services."""
+
+    settings: Settings
+    engine: Engine
+    session_factory: SessionFactory
+    jwt_verifier: JwtVerifier | None

@@ -1,0 +1,131 @@
+"""Engine, sessions and migrations built from one database URL.
+
+SQLite (embedded shape) gets WAL, foreign keys and a busy timeout on every connection;
+PostgreSQL (cluster shape) is reached with ``postgresql+psycopg://``. The schema is created
+only by the Alembic migrations in ``facegate/migrations``, never by ``create_all``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SessionFactory = sessionmaker[Session]
+
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+
+
+def normalise_url(url: str) -> str:
+    """Route plain ``postgresql://`` URLs to psycopg 3, the only driver installed."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _prepare_sqlite_file(url: str) -> None:
+    database = make_url(url).database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite's own transaction handling issues BEGIN lazily and never for DDL; turning it
+    # off and emitting BEGIN ourselves (below) gives SQLAlchemy real transactions, which the
+    # job claim relies on (BEGIN IMMEDIATE in facegate.jobs).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _on_sqlite_begin(connection: Any) -> None:
+    # ``engine.execution_options(sqlite_begin="IMMEDIATE")`` takes the write lock up front
+    # (the job claim needs it so two workers cannot read the same queued row).
+    mode = str(connection.get_execution_options().get("sqlite_begin", "DEFERRED")).upper()
+    if mode not in {"DEFERRED", "IMMEDIATE", "EXCLUSIVE"}:
+        raise ValueError(f"unknown sqlite_begin mode {mode!r}")
+    connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def create_engine_from_url(url: str, **kwargs: Any) -> Engine:
+    """An engine for ``url`` with the per-backend settings this service relies on."""
+    url = normalise_url(url)
+    if make_url(url).get_backend_name() == "sqlite":
+        _prepare_sqlite_file(url)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 15}, **kwargs
+        )
+        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "begin", _on_sqlite_begin)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+def create_session_factory(engine: Engine) -> SessionFactory:
+    # expire_on_commit=False: objects returned by a service stay readable after the edge
+    # commits (responses are rendered after the transaction ends).
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: SessionFactory) -> Iterator[Session]:
+    """One transaction owned by the caller (a request, a CLI command, a worker step):
+    commit when the block succeeds, roll back when it raises."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def alembic_config(url: str) -> Any:
+    """The Alembic configuration of the installed package, pointed at ``url``."""
+    from alembic.config import Config
+
+    package_dir = resources.files("facegate")
+    config = Config(str(package_dir / "alembic.ini"))
+    config.set_main_option("script_location", str(package_dir / "migrations"))
+    # ConfigParser interpolation would eat a '%' in passwords.
+    config.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))
+    return config
+
+
+def migrate(url: str, revision: str = "head") -> None:
+    """Bring the database at ``url`` to ``revision`` (``alembic upgrade head``)."""
+    from alembic import command
+
+    config = alembic_config(url)
+    engine = create_engine_from_url(url)
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database is at, or None when it was never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = create_engine_from_url(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()

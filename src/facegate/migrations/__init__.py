@@ -1,0 +1,1 @@
+"""Alembic migrations of the facegate schema (run by facegate.database.migrate)."""

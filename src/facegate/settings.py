@@ -1,0 +1,74 @@
+"""Every knob of the service, read from ``FACEGATE_*`` environment variables (or a ``.env``).
+
+Only the edges (``create_app()``, the CLI) call :func:`get_settings`; lower layers take the
+explicit values they need, so tests build them without touching the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
+_ALL_JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = ("HS256", "RS256", "ES256")
+
+
+class Settings(BaseSettings):
+    """The service configuration. Field ``x`` is read from ``FACEGATE_X``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FACEGATE_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    # Backends: the same code runs embedded (SQLite, local folder, in-memory limits) or as
+    # a cluster (PostgreSQL, S3, Redis) depending only on these URLs.
+    database_url: str = "sqlite:///./var/facegate.db"
+    storage_url: str = "file://./var/storage"
+    redis_url: str | None = None
+    models_dir: Path = Path("./var/models")
+    data_dir: Path = Path("./var")
+
+    # Serving
+    workers: int = Field(default=2, ge=0, le=256)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    demo: bool = False
+    log_level: str = "info"
+
+    # JWT: which algorithms are accepted is decided by which keys are configured, and each
+    # key only verifies tokens of its own family (see facegate.tenancy.jwt).
+    jwt_algorithms: list[JwtAlgorithm] = Field(default_factory=lambda: list(_ALL_JWT_ALGORITHMS))
+    jwt_hs_secret: SecretStr | None = None
+    jwt_public_key: str | None = None  # PEM text of an RSA or EC public key
+    jwt_public_key_file: Path | None = None
+    jwt_jwks_file: Path | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_tenant_claim: str = "tenant"
+    jwt_scope_claim: str = "scope"
+    jwt_leeway_seconds: int = Field(default=30, ge=0, le=600)
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert is not None and self.tls_key is not None
+
+    @property
+    def jwt_enabled(self) -> bool:
+        has_key = (
+            self.jwt_hs_secret is not None
+            or self.jwt_public_key is not None
+            or self.jwt_public_key_file is not None
+            or self.jwt_jwks_file is not None
+        )
+        return has_key and self.jwt_issuer is not None and self.jwt_audience is not None
+
+
+def get_settings(**overrides: object) -> Settings:
+    """Build the settings from the environment; ``overrides`` win (CLI flags use this)."""
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    return Settings(**clean)  # type: ignore[arg-type]

@@ -1,0 +1,84 @@
+"""Credentials -> Principal: an API key (``Authorization: Bearer fg_...`` or ``X-API-Key``)
+or a JWT bearer token. Anything else, and any tenant that is unknown or suspended, is 401.
+
+A suspended tenant's credentials answer **401** (not 403): suspension withdraws the
+tenant's identity, exactly like an unknown tenant, and JWTs of suspended tenants must be
+refused the same way.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from facegate.api.errors import Unauthorized
+from facegate.db import utcnow
+from facegate.tenancy import keys
+from facegate.tenancy.jwt import InvalidToken, JwtVerifier
+from facegate.tenancy.principal import ALL_SCOPES, Principal
+from facegate.tenancy.repository import TenancyRepository
+from facegate.tenancy.service import LAST_USED_RESOLUTION
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
+def authenticate(
+    session: Session,
+    *,
+    authorization: str | None,
+    api_key: str | None,
+    verifier: JwtVerifier | None,
+) -> Principal:
+    token = api_key or bearer_token(authorization)
+    if not token:
+        raise Unauthorized("send an API key (Authorization: Bearer fg_...) or a JWT")
+    if keys.looks_like_key(token):
+        return authenticate_api_key(session, token)
+    if verifier is None:
+        raise Unauthorized("JWT authentication is not configured on this server")
+    try:
+        verified = verifier.verify(token)
+    except InvalidToken as exc:
+        raise Unauthorized(f"invalid token: {exc}") from exc
+    _require_active_tenant(TenancyRepository(session), verified.tenant_id)
+    return Principal(
+        tenant_id=verified.tenant_id,
+        scopes=frozenset(verified.scopes & set(ALL_SCOPES)),
+        actor=f"jwt:{verified.subject}",
+    )
+
+
+def authenticate_api_key(session: Session, token: str) -> Principal:
+    parsed = keys.parse_key(token)
+    if parsed is None:
+        raise Unauthorized("malformed API key (bad checksum)")
+    repository = TenancyRepository(session)
+    found = repository.get_key_for_authentication(parsed.key_id)
+    # Same message for unknown id and wrong secret: no oracle for valid ids.
+    if found is None or not keys.secret_matches(parsed.secret, found[0].secret_hash):
+        raise Unauthorized("invalid API key")
+    key, tenant = found
+    now = utcnow()
+    if key.revoked_at is not None:
+        raise Unauthorized("API key revoked")
+    if key.expires_at is not None and key.expires_at <= now:
+        raise Unauthorized("API key expired")
+    if not tenant.is_active:
+        raise Unauthorized("tenant suspended")
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+        repository.touch_key(key.id, now)
+    return Principal(tenant_id=tenant.id, scopes=frozenset(key.scopes), actor=f"key:{key.id}")
+
+
+def _require_active_tenant(repository: TenancyRepository, tenant_id: str) -> None:
+    tenant = repository.get_tenant(tenant_id)
+    if tenant is None:
+        raise Unauthorized("unknown tenant")
+    if not tenant.is_active:
+        raise Unauthorized("tenant suspended")

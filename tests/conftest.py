@@ -1,0 +1,112 @@
+"""Shared fixtures: an app on a fresh SQLite database, driven through httpx's ASGI
+transport with its lifespan running (migrations, background services)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from facegate.api.app import ServiceFactory, create_app
+from facegate.api.state import AppState
+from facegate.database import session_scope
+from facegate.settings import Settings
+from facegate.tenancy.principal import ALL_SCOPES
+from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
+from facegate.tenancy.service import TenancyService
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    """Settings for one test: everything under ``tmp_path``, no environment, no .env."""
+    values: dict[str, Any] = {
+        "database_url": f"sqlite:///{tmp_path}/facegate.db",
+        "storage_url": f"file://{tmp_path}/storage",
+        "data_dir": tmp_path,
+        "models_dir": tmp_path / "models",
+        "workers": 0,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@dataclass
+class Harness:
+    """A running app, a client bound to it, and factories for tenants and keys."""
+
+    app: FastAPI
+    client: httpx.AsyncClient
+
+    @property
+    def state(self) -> AppState:
+        state: AppState = self.app.state.facegate
+        return state
+
+    def create_tenant(self, tenant_id: str, *, status: str = "active", **policy: Any) -> str:
+        spec = TenantSpec.model_validate(
+            {"id": tenant_id, "status": status, "policy": PolicySpec.model_validate(policy)}
+        )
+        with session_scope(self.state.session_factory) as session:
+            TenancyService(session).create_tenant(spec)
+        return tenant_id
+
+    def create_key(
+        self, tenant_id: str, scopes: Sequence[str] = ALL_SCOPES[:3], **fields: Any
+    ) -> str:
+        """A key's token (default scopes: jobs:write, jobs:read, usage:read)."""
+        request = KeyCreate.model_validate({"scopes": list(scopes), **fields})
+        with session_scope(self.state.session_factory) as session:
+            return TenancyService(session).create_key(tenant_id, request).token
+
+    def headers(self, tenant_id: str, scopes: Sequence[str] = ALL_SCOPES[:3]) -> dict[str, str]:
+        """Authorization headers of a fresh key of ``tenant_id`` (created if missing)."""
+        with session_scope(self.state.session_factory) as session:
+            exists = TenancyService(session).repository.get_tenant(tenant_id) is not None
+        if not exists:
+            self.create_tenant(tenant_id)
+        return {"Authorization": f"Bearer {self.create_key(tenant_id, scopes)}"}
+
+
+AppFactory = Callable[..., FastAPI]
+MakeClient = Callable[..., AbstractAsyncContextManager[Harness]]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture
+def app_factory(tmp_path: Path) -> AppFactory:
+    """``app_factory(services=[...], **settings_overrides)`` -> a FastAPI app (no
+    background services unless given)."""
+
+    def factory(services: Sequence[ServiceFactory] = (), **overrides: Any) -> FastAPI:
+        return create_app(make_settings(tmp_path, **overrides), services=services)
+
+    return factory
+
+
+@pytest.fixture
+def make_client(app_factory: AppFactory) -> MakeClient:
+    """``async with make_client(**same as app_factory) as h:`` -> Harness with the lifespan
+    running; ``h.client`` talks to the app in-process."""
+
+    @asynccontextmanager
+    async def factory(
+        services: Sequence[ServiceFactory] = (),
+        raise_app_exceptions: bool = True,
+        **overrides: Any,
+    ) -> AsyncIterator[Harness]:
+        app = app_factory(services=services, **overrides)
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                yield Harness(app=app, client=client)
+
+    return factory
