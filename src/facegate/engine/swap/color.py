@@ -1,9 +1,10 @@
 """Lighting and colour: keep the target's shading, take the source's detail.
 
 Frequency separation in CIE L*a*b*: the low-pass of the target (its shading, skin colour,
-make-up at large scale) plus the high-pass of the warped source (its skin texture, brows,
-lashes, wrinkles). The low-pass is a normalised convolution over the covered pixels only,
-so the black outside the warp never darkens the face edge.
+make-up at large scale) plus the high-pass of the source (its skin texture, brows, lashes,
+wrinkles). The source's high-pass is taken in the source image before warping
+(``detail_layer``), so triangles textured from their mirror image carry no lighting step
+from the other side of the face.
 """
 
 from __future__ import annotations
@@ -39,11 +40,10 @@ def from_lab(lab: FloatArray) -> Frame:
     return np.asarray(np.clip(np.round(bgr * 255.0), 0, 255), dtype=np.uint8)
 
 
-def low_pass(image: FloatArray, weight: FloatArray, sigma: float) -> FloatArray:
-    """Gaussian low-pass of ``image`` counting only pixels where ``weight`` > 0."""
-    w = cv2.GaussianBlur(weight, (0, 0), sigma)
-    num = cv2.GaussianBlur(image * weight[..., None], (0, 0), sigma)
-    return np.asarray(num / np.maximum(w, 1e-4)[..., None], dtype=np.float32)
+def detail_layer(image: Frame, sigma: float) -> FloatArray:
+    """High-pass of ``image`` in L*a*b* (image minus its Gaussian low-pass)."""
+    lab = to_lab(image)
+    return np.asarray(lab - cv2.GaussianBlur(lab, (0, 0), sigma), dtype=np.float32)
 
 
 def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
@@ -52,33 +52,27 @@ def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
 
 
 def match_lighting(
-    warped: Frame,
+    detail: FloatArray,
     target: Frame,
-    coverage: FloatArray,
     skin: FloatArray,
     sigma: float,
     grayscale_source: bool,
 ) -> Frame:
-    """Target low frequencies + source high frequencies (both in L*a*b*).
+    """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
-    ``coverage`` marks warped pixels, ``skin`` the pixels whose statistics set the detail
-    gain (face without eyes and mouth). A grayscale source contributes no chroma.
+    ``skin`` marks the pixels whose statistics set the detail gain (face without eyes and
+    mouth). A grayscale source contributes no chroma detail.
     """
-    src = to_lab(warped)
     dst = to_lab(target)
-    detail = src - low_pass(src, coverage, sigma)
-    base = low_pass(dst, coverage, sigma)
-    target_detail = dst - base
+    base = np.asarray(cv2.GaussianBlur(dst, (0, 0), sigma), dtype=np.float32)
     inside = skin > 0.5
     s_std = _masked_std(detail[..., 0], inside)
-    t_std = _masked_std(target_detail[..., 0], inside)
+    t_std = _masked_std(dst[..., 0] - base[..., 0], inside)
     gain = float(np.clip(t_std / s_std, *DETAIL_GAIN)) if s_std > 1e-3 else 1.0
     out = base.copy()
     out[..., 0] += gain * detail[..., 0]
     if not grayscale_source:
         out[..., 1:] += CHROMA_DETAIL * detail[..., 1:]
-    else:
-        out[..., 1:] = dst[..., 1:]
     out[..., 0] = np.clip(out[..., 0], 0.0, 100.0)
     return from_lab(out)
 

@@ -101,22 +101,26 @@ def openness(points: FloatArray) -> tuple[float, float, float]:
 
 
 def keep_mask(
-    source_points: FloatArray, target_points: FloatArray, shape: tuple[int, int]
+    source_points: FloatArray,
+    target_points: FloatArray,
+    shape: tuple[int, int],
+    expression: bool = True,
 ) -> FloatArray:
-    """Soft mask (1 = keep the target) of the eyes and mouth, grown to the whole lips or
-    lids where the source's expression differs from the target's."""
+    """Soft mask (1 = keep the target) of the eyes and mouth interior (holes of the mesh,
+    which the warp cannot fill), grown to the whole lips or lids where ``expression`` is
+    set and the source's mouth or eye opening differs from the target's."""
     s_mouth, s_reye, s_leye = openness(source_points)
     t_mouth, t_reye, t_leye = openness(target_points)
     width = float(np.ptp(target_points[mesh.FACE_OVAL, 0]))
     keep = polygon_mask(target_points, mesh.LIPS_INNER, shape)
-    if abs(s_mouth - t_mouth) > MOUTH_DIFFERENCE:
+    if expression and abs(s_mouth - t_mouth) > MOUTH_DIFFERENCE:
         keep = np.maximum(keep, polygon_mask(target_points, mesh.LIPS_OUTER, shape))
     for eye, s_open, t_open in (
         (mesh.RIGHT_EYE, s_reye, t_reye),
         (mesh.LEFT_EYE, s_leye, t_leye),
     ):
         region = polygon_mask(target_points, eye, shape)
-        if abs(s_open - t_open) > EYE_DIFFERENCE:
+        if expression and abs(s_open - t_open) > EYE_DIFFERENCE:
             grow = max(1, round(0.03 * width))
             kernel = np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)
             region = np.asarray(cv2.dilate(region, kernel), dtype=np.float32)

@@ -18,7 +18,7 @@ import numpy as np
 from facegate.engine import mesh
 from facegate.engine.errors import NoFaceDetected
 from facegate.engine.swap.blend import feather_blend, poisson_blend
-from facegate.engine.swap.color import is_grayscale, match_lighting, transfer_colour
+from facegate.engine.swap.color import detail_layer, is_grayscale, match_lighting, transfer_colour
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
@@ -41,6 +41,7 @@ class MeshWarpSource:
     """Prepared source identity: the face crop and everything derived from it once."""
 
     image: Frame
+    detail: FloatArray  # L*a*b* high-pass of ``image`` (for ``match_lighting``)
     points: FloatArray  # (478, 3) in crop pixels
     quality: FloatArray  # (852,) how well the source shows each triangle
     grayscale: bool
@@ -80,12 +81,14 @@ class MeshWarpBackend:
         x0, y0, x1, y1 = _region(face.landmarks, frame.shape)
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        size = face_height(points)
         return MeshWarpSource(
             image=crop,
+            detail=detail_layer(crop, max(1.0, LOW_PASS * size)),
             points=points,
             quality=triangle_quality(points),
             grayscale=is_grayscale(crop),
-            size=face_height(points),
+            size=size,
         )
 
     def swap_face(
@@ -116,23 +119,30 @@ class MeshWarpBackend:
         shape = (y1 - y0, x1 - x0)
         target = frame[y0:y1, x0:x1]
         points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
-        source_image, source_points = _scaled_source(source_state, face_height(points))
-        warp = warp_face(source_image, source_points, source_state.quality, points, shape)
+        source_image, source_detail, source_points = _scaled_source(
+            source_state, face_height(points)
+        )
+        warp = warp_face(
+            source_detail if options.match_lighting else source_image,
+            source_points,
+            source_state.quality,
+            points,
+            shape,
+        )
         stage("warp")
 
         coverage = np.asarray(
             cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
         )
-        keep = keep_mask(source_state.points, points, shape) if options.keep_expression else None
-        hole = keep if keep is not None else np.zeros(shape, np.float32)
+        keep = keep_mask(source_state.points, points, shape, options.keep_expression)
         mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
-        mask = mask * (1.0 - hole) * cv2.GaussianBlur(coverage, (0, 0), 1.0)
+        mask = mask * (1.0 - keep) * cv2.GaussianBlur(coverage, (0, 0), 1.0)
         skin = ((mask > 0.5) & warp.coverage).astype(np.float32)
         stage("mask")
 
         if options.match_lighting:
             sigma = max(1.0, LOW_PASS * face_height(points))
-            face = match_lighting(warp.image, target, coverage, skin, sigma, source_state.grayscale)
+            face = match_lighting(warp.image, target, skin, sigma, source_state.grayscale)
         else:
             face = transfer_colour(warp.image, target, skin, source_state.grayscale)
         stage("colour")
@@ -148,13 +158,16 @@ class MeshWarpBackend:
         return out
 
 
-def _scaled_source(state: MeshWarpSource, target_size: float) -> tuple[Frame, FloatArray]:
+def _scaled_source(
+    state: MeshWarpSource, target_size: float
+) -> tuple[Frame, FloatArray, FloatArray]:
     ratio = state.size / max(target_size, 1.0)
     if ratio <= MAX_SOURCE_RATIO:
-        return state.image, state.points
+        return state.image, state.detail, state.points
     scale = MAX_SOURCE_RATIO / ratio
     h, w = state.image.shape[:2]
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     image = np.asarray(cv2.resize(state.image, size, interpolation=cv2.INTER_AREA), np.uint8)
+    detail = np.asarray(cv2.resize(state.detail, size, interpolation=cv2.INTER_AREA), np.float32)
     factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
-    return image, (state.points * factors).astype(np.float32)
+    return image, detail, (state.points * factors).astype(np.float32)

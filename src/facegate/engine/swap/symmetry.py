@@ -19,8 +19,8 @@ from facegate.engine.swap.geometry import FloatArray, IntArray, facing_cosines, 
 #: for mirroring; the mirror must be better by MARGIN and the target must show the triangle
 #: better than the source does by MARGIN (else the target is turned the same way and the
 #: source's own foreshortened texture is the right one).
-POOR_QUALITY = 0.45
-MARGIN = 0.15
+POOR_QUALITY = 0.35
+MARGIN = 0.25
 
 
 def _mirror_triangle_index(triangles: IntArray, mirror: IntArray) -> IntArray:

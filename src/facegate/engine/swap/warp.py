@@ -8,6 +8,7 @@ pixels at once. Cost is one raster of 852 small polygons plus one remap of the f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -23,14 +24,13 @@ from facegate.engine.swap.geometry import (
     triangle_affines,
 )
 from facegate.engine.swap.symmetry import choose_mirrored, source_vertices
-from facegate.engine.types import Frame
 
 
 @dataclass(frozen=True)
 class WarpResult:
     """The warped source over a target region, and which pixels it covers."""
 
-    image: Frame  # the region's size; pixels outside the mesh are left black
+    image: npt.NDArray[Any]  # the region's size, source dtype; 0 outside the mesh
     coverage: npt.NDArray[np.bool_]
     ids: IntArray
     mirrored: npt.NDArray[np.bool_]  # (852,) triangles textured from their mirror image
@@ -40,14 +40,12 @@ def target_quality(points: FloatArray, ids: IntArray) -> FloatArray:
     """How well the target shows each triangle, from its own raster (no extra drawing)."""
     areas = signed_areas(points)
     counts = np.bincount(ids[ids >= 0].ravel(), minlength=len(TRIANGLES)).astype(np.float32)
-    p = points[:, :2][TRIANGLES]
-    perimeter = sum(np.linalg.norm(p[:, k] - p[:, (k + 1) % 3], axis=1) for k in range(3))
-    visible = np.clip(counts / (np.maximum(areas, 0.0) + 0.5 * perimeter + 1.0), 0.0, 1.0)
+    visible = np.clip(counts / np.maximum(areas, 1.0), 0.0, 1.0)
     return np.asarray(np.clip(facing_cosines(points), 0.0, 1.0) * visible, dtype=np.float32)
 
 
 def warp_face(
-    source: Frame,
+    source: npt.NDArray[Any],
     source_points: FloatArray,
     source_quality: FloatArray,
     target_points: FloatArray,
@@ -55,6 +53,7 @@ def warp_face(
 ) -> WarpResult:
     """Map ``source`` (with its landmarks) onto ``target_points`` in a region of ``shape``.
 
+    ``source`` is any 1- or 3-channel image (the uint8 face, or its float detail layer);
     ``target_points`` are in the region's coordinates; ``source_quality`` is the per-triangle
     visibility of the source (``symmetry.triangle_quality``), used for the pose fill.
     """
@@ -75,6 +74,6 @@ def warp_face(
     map_y[~coverage] = -1.0
     image = np.asarray(
         cv2.remap(source, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT),
-        dtype=np.uint8,
+        dtype=source.dtype,
     )
     return WarpResult(image=image, coverage=coverage, ids=ids, mirrored=mirrored)
