@@ -13,7 +13,11 @@ import click
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
+    "deploy": "facegate.cli.deploy:deploy",
+    "key": "facegate.cli.key:key",
+    "serve": "facegate.cli.serve:serve",
     "swap": "facegate.cli.swap:swap",
+    "tenant": "facegate.cli.tenant:tenant",
 }
 
 

@@ -1,0 +1,54 @@
+"""Helpers shared by CLI commands: settings from FACEGATE_*, a migrated database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+from sqlalchemy.orm import Session
+
+from facegate.api.errors import ProblemError
+from facegate.database import (
+    SessionFactory,
+    create_engine_from_url,
+    create_session_factory,
+    migrate,
+    session_scope,
+)
+from facegate.settings import Settings, get_settings
+
+
+def database_option(function: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--database-url",
+        envvar="FACEGATE_DATABASE_URL",
+        default=None,
+        help="Database URL (default: FACEGATE_DATABASE_URL or sqlite:///./var/facegate.db).",
+    )(function)
+
+
+def load_settings(database_url: str | None = None) -> Settings:
+    return get_settings(database_url=database_url)
+
+
+@contextmanager
+def open_database(settings: Settings) -> Iterator[SessionFactory]:
+    """Migrate, then hand out a session factory; the engine is disposed afterwards."""
+    migrate(settings.database_url)
+    engine = create_engine_from_url(settings.database_url)
+    try:
+        yield create_session_factory(engine)
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def transaction(database_url: str | None) -> Iterator[Session]:
+    """One committed transaction on the configured database; problems become CLI errors."""
+    with open_database(load_settings(database_url)) as factory:
+        try:
+            with session_scope(factory) as session:
+                yield session
+        except ProblemError as exc:
+            raise click.ClickException(exc.detail) from exc

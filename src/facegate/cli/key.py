@@ -1,0 +1,81 @@
+"""``facegate key create|list|revoke``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import click
+
+from facegate.cli.common import database_option, transaction
+from facegate.db import utcnow
+from facegate.tenancy.principal import ALL_SCOPES
+from facegate.tenancy.schemas import KeyCreate
+from facegate.tenancy.service import TenancyService
+
+
+@click.group()
+def key() -> None:
+    """Manage API keys (honours FACEGATE_DATABASE_URL)."""
+
+
+@key.command("create")
+@click.argument("tenant_id")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(ALL_SCOPES),
+    default=("jobs:write", "jobs:read"),
+    show_default=True,
+    help="Repeat for several scopes.",
+)
+@click.option("--name", default="", help="A label for humans.")
+@click.option("--expires-in-days", type=click.IntRange(min=1), default=None)
+@database_option
+def create(
+    tenant_id: str,
+    scopes: tuple[str, ...],
+    name: str,
+    expires_in_days: int | None,
+    database_url: str | None,
+) -> None:
+    """Create a key and print it. It is shown only this once (stored hashed)."""
+    expires_at = utcnow() + timedelta(days=expires_in_days) if expires_in_days else None
+    request = KeyCreate.model_validate(
+        {"name": name, "scopes": list(scopes), "expires_at": expires_at}
+    )
+    with transaction(database_url) as session:
+        created = TenancyService(session).create_key(tenant_id, request)
+    click.echo(
+        f"key/{created.key.id} created for tenant/{tenant_id} "
+        f"scopes={','.join(created.key.scopes)}",
+        err=True,
+    )
+    click.echo("store it now, it is not shown again:", err=True)
+    click.echo(created.token)
+
+
+@key.command("list")
+@click.argument("tenant_id")
+@database_option
+def list_keys(tenant_id: str, database_url: str | None) -> None:
+    with transaction(database_url) as session:
+        for item in TenancyService(session).list_keys(tenant_id):
+            state = "revoked" if item.revoked_at else "active"
+            if item.expires_at is not None and item.expires_at <= utcnow():
+                state = "expired"
+            last_used = item.last_used_at.isoformat() if item.last_used_at else "never"
+            click.echo(
+                f"{item.id}  {state:<8} {','.join(item.scopes):<32} "
+                f"last_used={last_used}  {item.name}"
+            )
+
+
+@key.command("revoke")
+@click.argument("tenant_id")
+@click.argument("key_id")
+@database_option
+def revoke(tenant_id: str, key_id: str, database_url: str | None) -> None:
+    with transaction(database_url) as session:
+        TenancyService(session).revoke_key(tenant_id, key_id)
+    click.echo(f"key/{key_id} revoked")

@@ -1,0 +1,106 @@
+"""``facegate tenant apply|list|show|suspend|resume``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from facegate.cli.common import database_option, load_settings, open_database, transaction
+from facegate.database import SessionFactory
+from facegate.tenancy.apply import ApplyError, apply_file, watch_changes
+from facegate.tenancy.schemas import TenantOut
+from facegate.tenancy.service import TenancyService
+
+
+@click.group()
+def tenant() -> None:
+    """Manage tenants (honours FACEGATE_DATABASE_URL)."""
+
+
+@tenant.command("apply")
+@click.option(
+    "-f",
+    "--file",
+    "path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="YAML/JSON file of tenant documents.",
+)
+@click.option("--watch", is_flag=True, help="Keep running; re-apply when the file changes.")
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Seconds between checks with --watch.",
+)
+@database_option
+def apply(path: Path, watch: bool, interval: float, database_url: str | None) -> None:
+    """Create or update tenants declaratively (like kubectl apply)."""
+    with open_database(load_settings(database_url)) as factory:
+        if not watch:
+            _apply_once(factory, path, fail=True)
+            return
+        click.echo(f"watching {path} every {interval}s (Ctrl-C to stop)")
+        try:
+            for _ in watch_changes(path, interval=interval):
+                _apply_once(factory, path, fail=False)
+        except KeyboardInterrupt:
+            pass
+
+
+def _apply_once(factory: SessionFactory, path: Path, *, fail: bool) -> None:
+    try:
+        results = apply_file(factory, path)
+    except ApplyError as exc:
+        if fail:
+            raise click.ClickException(str(exc)) from exc
+        # Watching: a bad edit must not stop the loop; the last good state stays applied.
+        click.echo(f"error: {exc} (keeping the previous configuration)", err=True)
+        return
+    for result in results:
+        click.echo(f"tenant/{result.tenant_id} {result.outcome}")
+
+
+@tenant.command("list")
+@database_option
+def list_tenants(database_url: str | None) -> None:
+    with transaction(database_url) as session:
+        for item in TenancyService(session).list_tenants():
+            policy = item.policy
+            click.echo(
+                f"{item.id:<24} {item.status:<10} {item.isolation:<9} "
+                f"concurrent={policy.max_concurrent_jobs} devices={policy.device_limit} "
+                f"resolution={policy.max_output_resolution}"
+            )
+
+
+@tenant.command("show")
+@click.argument("tenant_id")
+@database_option
+def show(tenant_id: str, database_url: str | None) -> None:
+    """Print a tenant and its policy as JSON."""
+    with transaction(database_url) as session:
+        found = TenancyService(session).get_tenant(tenant_id)
+        click.echo(json.dumps(TenantOut.model_validate(found).model_dump(mode="json"), indent=2))
+
+
+@tenant.command("suspend")
+@click.argument("tenant_id")
+@database_option
+def suspend(tenant_id: str, database_url: str | None) -> None:
+    """Suspend a tenant: its keys and tokens answer 401 until resumed."""
+    with transaction(database_url) as session:
+        TenancyService(session).set_status(tenant_id, "suspended")
+    click.echo(f"tenant/{tenant_id} suspended")
+
+
+@tenant.command("resume")
+@click.argument("tenant_id")
+@database_option
+def resume(tenant_id: str, database_url: str | None) -> None:
+    with transaction(database_url) as session:
+        TenancyService(session).set_status(tenant_id, "active")
+    click.echo(f"tenant/{tenant_id} active")
