@@ -78,3 +78,32 @@ def affine_graph(
         helper.make_node("Add", ["m", "o"], [out_name]),
     ]
     return save_graph(path, nodes, [(in_name, shape)], [(out_name, shape)])
+
+
+def swapper_graph(path: Path, size: int, channel_gain: tuple[float, float, float]) -> Path:
+    """output = target * gain per RGB channel; ``source`` is accepted (1×512) but unused, and
+    a 512×512 EMAP initializer is the graph's last one, as in inswapper_128."""
+    rng = np.random.default_rng(7)
+    emap = rng.normal(size=(512, 512)).astype(np.float32)
+    nodes = [
+        const("gain", np.array(channel_gain, np.float32).reshape(1, 3, 1, 1)),
+        helper.make_node("Mul", ["target", "gain"], ["output"]),
+    ]
+    return save_graph(
+        path,
+        nodes,
+        [("target", [1, 3, size, size]), ("source", [1, 512])],
+        [("output", [1, 3, size, size])],
+        initializers=[np.zeros(4, np.float32), emap],
+        names=["unused_first", "emap"],
+    )
+
+
+def arcface_graph(path: Path, weights: np.ndarray) -> Path:
+    """output = mean over H, W of each channel, times ``weights`` (3×512)."""
+    nodes = [
+        helper.make_node("ReduceMean", ["input"], ["m"], axes=[2, 3], keepdims=0),
+        const("w", weights),
+        helper.make_node("MatMul", ["m", "w"], ["output"]),
+    ]
+    return save_graph(path, nodes, [("input", [1, 3, 112, 112])], [("output", [1, 512])])

@@ -3,7 +3,8 @@ models receive the crops they were trained on (facefusion-contracts.md, "Warp te
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -123,7 +124,9 @@ def paste_area(
     return (int(x1), int(y1), int(x2), int(y2)), paste_matrix
 
 
-def paste_back(frame: Frame, crop: Frame, crop_mask: FloatImage, matrix: Matrix) -> Frame:
+def paste_back(
+    frame: Frame, crop: npt.NDArray[Any], crop_mask: FloatImage, matrix: Matrix
+) -> Frame:
     """Warp ``crop`` back into ``frame`` through the inverse of ``matrix``, blended by the mask."""
     (x1, y1, x2, y2), paste_matrix = paste_area(frame.shape, crop.shape, matrix)
     result = frame.copy()
@@ -161,8 +164,10 @@ def implode_pixel_boost(crop: Frame, total: int, model_size: int) -> npt.NDArray
     return tiles.transpose(1, 3, 0, 2, 4).reshape(total**2, model_size, model_size, 3)
 
 
-def explode_pixel_boost(tiles: npt.NDArray[np.uint8], total: int, model_size: int) -> Frame:
-    """The inverse of :func:`implode_pixel_boost`."""
-    grid = np.asarray(tiles, dtype=np.uint8).reshape(total, total, model_size, model_size, 3)
+def explode_pixel_boost(
+    tiles: Sequence[npt.NDArray[Any]] | npt.NDArray[Any], total: int, model_size: int
+) -> npt.NDArray[Any]:
+    """The inverse of :func:`implode_pixel_boost` (keeps the tiles' dtype)."""
+    grid = np.asarray(tiles).reshape(total, total, model_size, model_size, 3)
     size = total * model_size
     return np.ascontiguousarray(grid.transpose(2, 0, 3, 1, 4).reshape(size, size, 3))
