@@ -1,0 +1,17 @@
+"""Video: probe, decode, process and encode with PyAV, concurrently, in one process."""
+
+from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
+from facegate.engine.video.probe import VideoInfo, VideoLimits, is_video_file, probe_video
+from facegate.engine.video.process import FrameStages, process_video
+
+__all__ = [
+    "FrameStages",
+    "VideoInfo",
+    "VideoLimits",
+    "VideoOptions",
+    "VideoProgress",
+    "VideoResult",
+    "is_video_file",
+    "probe_video",
+    "process_video",
+]
