@@ -1,0 +1,83 @@
+"""Engine speed: analysis + swap of one 1080p frame (1 face and 6 faces), medians per stage.
+
+    .venv/bin/python benchmarks/engine_bench.py [--repeat 15]
+
+Targets on the 2-core development machine (issue 2): one face ≤ 35 ms, six faces ≤ 120 ms.
+The prototype measured ~50 ms for one face (38 ms tiled detection + mesh, 10-22 ms swap);
+printed here as the baseline the ratio is taken against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from facegate.engine.image import ImageLimits, load_image_file
+from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.types import Frame
+
+FACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
+PROTOTYPE_MS = {"one face": 50.0, "six faces": 65.0 + 6 * 15.0}
+TARGET_MS = {"one face": 35.0, "six faces": 120.0}
+
+
+def at_1080p(frame: Frame) -> Frame:
+    """Scale so the long side is 1920 px and pad to a 1920x1080 canvas (the frame size)."""
+    h, w = frame.shape[:2]
+    scale = min(1920 / w, 1080 / h)
+    resized = cv2.resize(frame, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_CUBIC)
+    canvas = np.zeros((1080, 1920, 3), np.uint8)
+    y, x = (1080 - resized.shape[0]) // 2, (1920 - resized.shape[1]) // 2
+    canvas[y : y + resized.shape[0], x : x + resized.shape[1]] = resized
+    return canvas
+
+
+def bench(name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: int) -> None:
+    ctx = pipeline.prepare([source])
+    stages: dict[str, list[float]] = {"analyse": []}
+    totals: list[float] = []
+    for _ in range(repeat + 2):  # two warm-up runs, dropped below
+        timings: dict[str, float] = {}
+        ctx.on_stage = lambda stage, seconds, t=timings: t.__setitem__(stage, seconds)
+        started = time.perf_counter()
+        faces = pipeline.analyser.analyse(target)
+        analysed = time.perf_counter()
+        pipeline.process_frame(target, ctx, faces=faces)
+        finished = time.perf_counter()
+        timings["analyse"] = analysed - started
+        for stage, seconds in timings.items():
+            stages.setdefault(stage, []).append(seconds)
+        totals.append(finished - started)
+    total = statistics.median(totals[2:]) * 1000
+    print(
+        f"\n{name}: {len(faces)} face(s), median {total:.1f} ms per 1080p frame "
+        f"(target ≤ {TARGET_MS[name]:.0f} ms; prototype {PROTOTYPE_MS[name]:.0f} ms, "
+        f"ratio {total / PROTOTYPE_MS[name]:.2f}×)"
+    )
+    for stage, values in stages.items():
+        ms = statistics.median(values[2:]) * 1000
+        print(f"  {stage:14s} {ms:7.1f} ms  {100 * ms / total:5.1f} %")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()}, cpus {os.cpu_count()}")
+    limits = ImageLimits()
+    source = load_image_file(FACES / "woman_a_selfie_frontal_01.jpg", limits).frame
+    pipeline = Pipeline(PipelineSpec())
+    one = at_1080p(load_image_file(FACES / "man_frontal_beard_closeup.jpg", limits).frame)
+    six = at_1080p(load_image_file(FACES / "group_6_faces_insightface_t1.jpg", limits).frame)
+    bench("one face", pipeline, source, one, args.repeat)
+    bench("six faces", pipeline, source, six, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
