@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image, ImageFile, ImageOps
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from facegate.engine.errors import CorruptMedia, InvalidOptions, MediaTooLarge, UnsupportedMedia
 from facegate.engine.image_convert import convert_image, uncomposite
@@ -112,12 +112,14 @@ def load_image(data: bytes, limits: ImageLimits) -> LoadedImage:
         # Pillow's decoders signal damage with many exception types (OSError, SyntaxError,
         # ValueError, struct.error, EOFError, ...); all of them mean the same to a caller.
         raise CorruptMedia(f"{fmt.upper()} data is damaged: {_reason(exc)}") from exc
-    try:
-        upright = ImageOps.exif_transpose(image)
-    except MemoryError:
-        raise
-    except Exception:
-        upright = image  # unreadable EXIF: the pixels are fine, show them as stored
+    upright: Image.Image = image
+    if _orientation(image) != 1:  # exif_transpose copies the image even when upright
+        try:
+            upright = ImageOps.exif_transpose(image)
+        except MemoryError:
+            raise
+        except Exception:
+            upright = image  # unreadable EXIF: the pixels are fine, show them as stored
     converted = convert_image(upright)
     height, width = converted.frame.shape[:2]
     return LoadedImage(
@@ -257,5 +259,7 @@ def _orientation(image: Image.Image) -> int:
 
 def _reason(exc: BaseException) -> str:
     """One line from a library exception, for the error detail."""
+    if isinstance(exc, UnidentifiedImageError):  # its text names a BytesIO object
+        return "the decoder cannot read its header"
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:200]

@@ -24,6 +24,7 @@ ALPHA_BACKGROUND = 255
 
 _GRAY_MODES = {"1", "L", "LA", "La", "I", "F", "I;16", "I;16L", "I;16B", "I;16N"}
 _SRGB = ImageCms.createProfile("sRGB")
+_SRGB_PROFILE = ImageCms.ImageCmsProfile(_SRGB)
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,13 +103,26 @@ def _to_srgb(image: Image.Image) -> Image.Image:
     if icc:
         try:
             profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
-            if "srgb" not in ImageCms.getProfileDescription(profile).lower():
+            if not (image.mode == "RGB" and _has_srgb_primaries(profile)):
                 converted = ImageCms.profileToProfile(image, profile, _SRGB, outputMode="RGB")
                 if converted is not None:
                     return converted
         except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
             pass  # a broken or mismatched profile: fall back to the plain conversion
     return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def _has_srgb_primaries(profile: ImageCms.ImageCmsProfile) -> bool:
+    """sRGB under any name (many files carry small "c2"-style sRGB profiles): converting
+    those would only add rounding, so their primaries are compared instead of their names."""
+    srgb = _SRGB_PROFILE.profile
+    for name in ("red_colorant", "green_colorant", "blue_colorant"):
+        ours, theirs = getattr(profile.profile, name), getattr(srgb, name)
+        if ours is None or theirs is None:
+            return False
+        if any(abs(a - b) > 0.002 for a, b in zip(ours[0], theirs[0], strict=True)):
+            return False
+    return True
 
 
 def _composite(bgr: npt.NDArray[np.uint8], alpha: npt.NDArray[np.uint8] | None) -> Frame:
