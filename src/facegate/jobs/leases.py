@@ -43,17 +43,37 @@ def renew(session: Session, job_id: uuid.UUID, owner: str, lease_seconds: float)
         lease_expires_at=now + timedelta(seconds=lease_seconds),
         heartbeat_at=now,
     )
+    return _state(session, job_id, held)
+
+
+def report_progress(
+    session: Session, job_id: uuid.UUID, owner: str, progress: float, stage: str
+) -> LeaseState:
+    held = _guarded_update(
+        session, job_id, owner, progress=max(0.0, min(1.0, progress)), stage=stage[:64]
+    )
+    return _state(session, job_id, held)
+
+
+def _state(session: Session, job_id: uuid.UUID, held: bool) -> LeaseState:
     if not held:
         return LeaseState(held=False, cancel_requested=True)
     cancel = session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar_one()
     return LeaseState(held=True, cancel_requested=bool(cancel))
 
 
-def report_progress(
-    session: Session, job_id: uuid.UUID, owner: str, progress: float, stage: str
-) -> bool:
+def release(session: Session, job_id: uuid.UUID, owner: str) -> bool:
+    """Give a held job back to the queue (graceful shutdown): not a failed attempt."""
     return _guarded_update(
-        session, job_id, owner, progress=max(0.0, min(1.0, progress)), stage=stage[:64]
+        session,
+        job_id,
+        owner,
+        status="queued",
+        stage="requeued",
+        progress=0.0,
+        attempts=Job.attempts - 1,
+        lease_owner=None,
+        lease_expires_at=None,
     )
 
 

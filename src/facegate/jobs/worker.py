@@ -210,7 +210,10 @@ class WorkerPool:
                 raise Cancelled("the job was cancelled before it started")
             output = self.runner.run(job, policy, flight.cancel, self._progress_fn(flight))
         except Cancelled:
-            self._finish(flight, bound, "cancelled", stage="cancelled")
+            if self._stop.is_set():
+                self._release(flight, bound)
+            else:
+                self._finish(flight, bound, "cancelled", stage="cancelled")
         except EngineError as exc:
             self._finish(flight, bound, "failed", error_type=exc.code, error_detail=exc.detail)
         except ProblemError as exc:
@@ -237,10 +240,10 @@ class WorkerPool:
                 return
             last[0] = now
             with session_scope(self.sessions) as session:
-                held = leases.report_progress(
+                state = leases.report_progress(
                     session, flight.claim.job_id, flight.claim.lease_owner, fraction, stage
                 )
-            if not held:
+            if not state.held or state.cancel_requested:
                 flight.cancel.set()
             if flight.cancel.is_set():
                 raise Cancelled("the job was cancelled")
@@ -323,6 +326,13 @@ class WorkerPool:
             bound.info(f"job.{status}", error_type=values.get("error_type"))
         else:
             bound.warning("job.lease_lost_before_finish", status=status)
+
+    def _release(self, flight: _InFlight, bound: structlog.typing.FilteringBoundLogger) -> None:
+        # Shutting down: the job goes back to the queue for the next start (or another
+        # process), rather than being reported as cancelled by its owner.
+        with session_scope(self.sessions) as session:
+            released = leases.release(session, flight.claim.job_id, flight.claim.lease_owner)
+        bound.info("job.released", released=released)
 
 
 class _LeaseLost(Exception):

@@ -1,0 +1,240 @@
+"""HTTP routes of jobs: submit, read, list, cancel, result bytes, progress events, and what
+the calling tenant may use. Routes parse, authorise, call the service, and return."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, File, Form, Header, Query, Request, Response, UploadFile
+from fastapi.responses import StreamingResponse
+from sqlalchemy.exc import IntegrityError
+
+from facegate.api.deps import SessionDep, get_state, scoped
+from facegate.api.errors import (
+    PROBLEM_RESPONSES,
+    UPLOAD_PROBLEM_RESPONSES,
+    Conflict,
+    NotFound,
+    problem_openapi,
+)
+from facegate.database import session_scope
+from facegate.engine.errors import MediaTooLarge
+from facegate.engine.image import OUTPUT_FORMATS
+from facegate.engine.processors.registry import default_registry
+from facegate.jobs.events import job_events
+from facegate.jobs.repository import JobRepository
+from facegate.jobs.runtime import tenant_store_for, wake_workers, write_sessions
+from facegate.jobs.schemas import (
+    Capabilities,
+    JobOut,
+    JobPage,
+    Limits,
+    decode_cursor,
+    encode_cursor,
+)
+from facegate.jobs.service import JobService, Submission, Submitted
+from facegate.tenancy.principal import Principal
+from facegate.tenancy.service import TenancyService
+
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+ReadPrincipal = Annotated[Principal, scoped("jobs:read")]
+WritePrincipal = Annotated[Principal, scoped("jobs:write")]
+JobStatusName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+_RESULT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The result's bytes",
+        "content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
+    },
+    409: problem_openapi("The job has no result (not succeeded)"),
+}
+_SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **UPLOAD_PROBLEM_RESPONSES,
+    200: {"description": "An earlier submission with the same Idempotency-Key", "model": JobOut},
+    503: problem_openapi("A model the job needs is unavailable"),
+}
+
+
+def _read_upload(upload: UploadFile, max_bytes: int) -> bytes:
+    # The multipart parser has spooled the file; read one byte past the limit at most.
+    data = upload.file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        actual = upload.size or len(data)
+        raise MediaTooLarge(
+            f"an upload is over the {max_bytes}-byte limit",
+            limit_name="max_bytes",
+            limit=max_bytes,
+            actual=actual,
+        )
+    return data
+
+
+@router.post("/jobs", status_code=202, responses=_SUBMIT_RESPONSES)
+def submit_job(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: WritePrincipal,
+    target: Annotated[UploadFile, File(description="The image whose faces are replaced")],
+    source: Annotated[
+        list[UploadFile] | None,
+        File(description="Source image(s) giving the identity; repeat the field for more"),
+    ] = None,
+    options: Annotated[
+        str | None,
+        Form(
+            description="JSON: processors, processor_options, selector, output (or the "
+            "shortcuts mapping, blend, mask, model, format, quality)"
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
+    ] = None,
+) -> JobOut:
+    """Queue a swap. Everything is validated before anything is stored; ``202`` with a
+    ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
+    state = get_state(request)
+    policy = TenancyService(session).get_policy(principal.tenant_id)
+    # End the read transaction now: the submission takes SQLite's write lock below.
+    session.commit()
+    submission = Submission(
+        tenant_id=principal.tenant_id,
+        sources=[_read_upload(item, policy.max_input_bytes) for item in source or []],
+        target=_read_upload(target, policy.max_input_bytes),
+        options=options,
+        idempotency_key=idempotency_key,
+    )
+    store = tenant_store_for(state.settings.storage_url)
+    try:
+        with session_scope(write_sessions(state)) as write:
+            submitted = JobService(write, store).submit(submission, policy)
+    except IntegrityError:
+        # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
+        store.delete_keys(submission.written)
+        submitted = _earlier_submission(session, principal.tenant_id, idempotency_key)
+    except BaseException:
+        store.delete_keys(submission.written)
+        raise
+    location = f"/v1/jobs/{submitted.job.id}"
+    response.headers["Location"] = location
+    if submitted.created:
+        wake_workers(state)
+    else:
+        response.status_code = 200
+    return JobOut.of(submitted.job)
+
+
+def _earlier_submission(session: Any, tenant_id: str, key: str | None) -> Submitted:
+    job = JobRepository(session).get_by_idempotency_key(tenant_id, key) if key else None
+    if job is None:
+        raise Conflict("the submission conflicted with another; retry it")
+    return Submitted(job, created=False)
+
+
+@router.get("/jobs", response_model=JobPage)
+def list_jobs(
+    session: SessionDep,
+    principal: ReadPrincipal,
+    status: Annotated[list[JobStatusName] | None, Query(description="Filter; repeatable")] = None,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> JobPage:
+    """The tenant's jobs, newest first, a page at a time."""
+    after = decode_cursor(cursor) if cursor else None
+    jobs = JobRepository(session).list_page(
+        principal.tenant_id, statuses=status or (), after=after, limit=limit + 1
+    )
+    page, more = jobs[:limit], len(jobs) > limit
+    return JobPage(
+        items=[JobOut.of(job) for job in page],
+        next_cursor=encode_cursor(page[-1]) if more and page else None,
+    )
+
+
+@router.get("/jobs/{job_id}")
+def get_job(job_id: uuid.UUID, session: SessionDep, principal: ReadPrincipal) -> JobOut:
+    job = JobRepository(session).get(principal.tenant_id, job_id)
+    if job is None:
+        raise NotFound("no such job")
+    return JobOut.of(job)
+
+
+@router.delete("/jobs/{job_id}", responses={409: problem_openapi("Already finished")})
+def cancel_job(job_id: uuid.UUID, request: Request, principal: WritePrincipal) -> JobOut:
+    """Cancel: a queued job at once, a running one between two stages. A finished job is
+    returned unchanged."""
+    state = get_state(request)
+    with session_scope(write_sessions(state)) as session:
+        job = JobService(session, tenant_store_for(state.settings.storage_url)).cancel(
+            principal.tenant_id, job_id
+        )
+        return JobOut.of(job)
+
+
+@router.get("/jobs/{job_id}/result", response_class=Response, responses=_RESULT_RESPONSES)
+def get_result(
+    job_id: uuid.UUID, request: Request, session: SessionDep, principal: ReadPrincipal
+) -> Response:
+    """The output bytes of a succeeded job, with its content type."""
+    store = tenant_store_for(get_state(request).settings.storage_url)
+    job = JobService(session, store).get(principal.tenant_id, job_id)
+    if job.status != "succeeded" or not job.outputs:
+        raise Conflict(f"the job is {job.status}; it has no result", job_status=job.status)
+    ref = store.find(session, principal.tenant_id, "outputs", job.id, job.outputs[0])
+    if ref is None:
+        raise NotFound("the result is no longer stored (past the tenant's retention)")
+    extension = ref.name.rsplit(".", 1)[-1]
+    return StreamingResponse(
+        store.iter_chunks(principal.tenant_id, "outputs", job.id, ref.name),
+        media_type=ref.content_type,
+        headers={
+            "Content-Length": str(ref.size_bytes),
+            "Content-Disposition": f'attachment; filename="{job.id}.{extension}"',
+        },
+    )
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    response_class=StreamingResponse,
+    responses={200: {"description": "Server-Sent Events", "content": {"text/event-stream": {}}}},
+)
+def stream_events(
+    job_id: uuid.UUID, request: Request, session: SessionDep, principal: ReadPrincipal
+) -> Response:
+    """``status`` events (progress, stage, status) until the job is terminal, then ``end``."""
+    state = get_state(request)
+    if JobRepository(session).get(principal.tenant_id, job_id) is None:
+        raise NotFound("no such job")
+    return StreamingResponse(
+        job_events(state.session_factory, principal.tenant_id, job_id),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/capabilities")
+def get_capabilities(
+    request: Request, session: SessionDep, principal: ReadPrincipal
+) -> Capabilities:
+    """Processors, models and limits the calling tenant may use."""
+    policy = TenancyService(session).get_policy(principal.tenant_id)
+    store = tenant_store_for(get_state(request).settings.storage_url)
+    return Capabilities(
+        processors=[p for p in default_registry().names() if policy.allows_processor(p)],
+        models=sorted(policy.allowed_models),
+        output_formats=list(OUTPUT_FORMATS),
+        limits=Limits(
+            max_input_bytes=policy.max_input_bytes,
+            max_input_pixels=policy.max_input_pixels,
+            max_video_seconds=policy.max_video_seconds,
+            max_output_resolution=policy.max_output_resolution,
+            max_concurrent_jobs=policy.max_concurrent_jobs,
+            max_queued_jobs=policy.max_queued_jobs,
+            storage_quota_bytes=policy.storage_quota_bytes,
+            storage_used_bytes=store.usage_bytes(session, principal.tenant_id),
+            retention_days=policy.retention_days,
+        ),
+    )

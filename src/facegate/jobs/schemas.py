@@ -1,0 +1,133 @@
+"""Pydantic I/O of the jobs API."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from facegate.api.errors import UnprocessableEntity
+from facegate.jobs.models import Job
+from facegate.jobs.repository import Cursor
+
+
+class JobError(BaseModel):
+    """Why a job failed: a stable type (the engine error code, ``lease-expired``...) and a
+    human detail."""
+
+    type: str
+    detail: str | None
+
+
+class JobResult(BaseModel):
+    """Metadata of a succeeded job's output; the bytes are at ``links.result``."""
+
+    content_type: str | None
+    width: int | None
+    height: int | None
+    bytes: int | None
+    pixels: int | None
+    frames: int | None
+    compute_seconds: float | None
+
+
+class JobLinks(BaseModel):
+    self: str
+    result: str
+    events: str
+
+
+class JobOut(BaseModel):
+    """A job as its tenant sees it."""
+
+    id: uuid.UUID
+    status: str = Field(description="queued, running, succeeded, failed or cancelled")
+    kind: str
+    progress: float
+    stage: str | None
+    attempts: int
+    cancel_requested: bool
+    inputs: list[str]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: JobError | None
+    result: JobResult | None
+    links: JobLinks
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        base = f"/v1/jobs/{job.id}"
+        return cls(
+            id=job.id,
+            status=job.status,
+            kind=job.kind,
+            progress=job.progress,
+            stage=job.stage,
+            attempts=job.attempts,
+            cancel_requested=job.cancel_requested,
+            inputs=list(job.inputs),
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            error=JobError(type=job.error_type, detail=job.error_detail)
+            if job.error_type
+            else None,
+            result=JobResult(
+                content_type=job.output_content_type,
+                width=job.result_width,
+                height=job.result_height,
+                bytes=job.result_bytes,
+                pixels=job.result_pixels,
+                frames=job.result_frames,
+                compute_seconds=job.compute_seconds,
+            )
+            if job.status == "succeeded"
+            else None,
+            links=JobLinks(self=base, result=f"{base}/result", events=f"{base}/events"),
+        )
+
+
+class JobPage(BaseModel):
+    """One page of jobs, newest first; pass ``next_cursor`` as ``cursor`` for the next."""
+
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class Limits(BaseModel):
+    max_input_bytes: int
+    max_input_pixels: int
+    max_video_seconds: int
+    max_output_resolution: str
+    max_concurrent_jobs: int
+    max_queued_jobs: int
+    storage_quota_bytes: int
+    storage_used_bytes: int
+    retention_days: int
+
+
+class Capabilities(BaseModel):
+    """What the calling tenant may use."""
+
+    processors: list[str]
+    models: list[str]
+    output_formats: list[str]
+    limits: Limits
+
+
+def encode_cursor(job: Job) -> str:
+    raw = f"{job.created_at.isoformat()}|{job.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(value: str) -> Cursor:
+    try:
+        padded = value + "=" * (-len(value) % 4)
+        created, job_id = base64.urlsafe_b64decode(padded.encode()).decode().split("|")
+        return Cursor(datetime.fromisoformat(created), uuid.UUID(job_id))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise UnprocessableEntity("invalid cursor", type_slug="invalid-cursor") from None

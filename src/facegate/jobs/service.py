@@ -1,0 +1,175 @@
+"""Job rules: submission (policy at the door, validate before storing), cancel, lookups.
+
+Nothing is stored until every check has passed; the inputs and the job row are written in
+the caller's transaction, and the caller deletes the written objects if that transaction
+does not commit (``Submission.written``), so a refused request leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from facegate.api.errors import NotFound, QuotaExceeded, UnprocessableEntity
+from facegate.engine.image import ImageLimits, LoadedImage, load_image
+from facegate.jobs.models import Job
+from facegate.jobs.options import parse_options, validate_processors
+from facegate.jobs.policy import check_output_resolution, check_spec_allowed
+from facegate.jobs.repository import JobRepository
+from facegate.storage.base import StorageQuotaExceeded
+from facegate.storage.tenant import TenantStore
+from facegate.tenancy.models import Policy
+
+MAX_SOURCES = 16
+MAX_ATTEMPTS = 3
+# A queued job of the embedded shape takes seconds; ask the client to come back soon.
+QUEUE_RETRY_AFTER_SECONDS = 10
+
+IMAGE_CONTENT_TYPES = {
+    "jpeg": "image/jpeg",
+    "png": "image/png",
+    "webp": "image/webp",
+    "bmp": "image/bmp",
+    "tiff": "image/tiff",
+}
+
+
+@dataclass
+class Submission:
+    """What the client sent, and the keys written so far (for the caller's clean-up)."""
+
+    tenant_id: str
+    sources: list[bytes]
+    target: bytes
+    options: str | None
+    idempotency_key: str | None = None
+    written: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: Job
+    created: bool  # False: an earlier submission with the same Idempotency-Key
+
+
+class JobService:
+    """Rules on jobs of one tenant, inside the caller's transaction."""
+
+    def __init__(self, session: Session, tenant_store: TenantStore) -> None:
+        self.session = session
+        self.jobs = JobRepository(session)
+        self.tenant_store = tenant_store
+
+    def get(self, tenant_id: str, job_id: uuid.UUID) -> Job:
+        job = self.jobs.get(tenant_id, job_id)
+        if job is None:
+            raise NotFound("no such job")
+        return job
+
+    def cancel(self, tenant_id: str, job_id: uuid.UUID) -> Job:
+        job = self.jobs.request_cancel(tenant_id, job_id)
+        if job is None:
+            raise NotFound("no such job")
+        return job
+
+    def submit(self, request: Submission, policy: Policy) -> Submitted:
+        tenant_id = request.tenant_id
+        if request.idempotency_key is not None:
+            earlier = self.jobs.get_by_idempotency_key(tenant_id, request.idempotency_key)
+            if earlier is not None:
+                return Submitted(earlier, created=False)
+
+        # 1. everything that needs no storage, cheapest first
+        spec = parse_options(request.options)
+        check_spec_allowed(spec, policy)
+        validate_processors(spec)
+        if not 1 <= len(request.sources) <= MAX_SOURCES and "face_swapper" in spec.processors:
+            raise UnprocessableEntity(
+                f"face_swapper needs 1 to {MAX_SOURCES} source images, got {len(request.sources)}",
+                type_slug="invalid-options",
+            )
+        if len(request.sources) > MAX_SOURCES:
+            raise UnprocessableEntity(
+                f"at most {MAX_SOURCES} source images", type_slug="invalid-options"
+            )
+        limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+        sources = [load_image(data, limits) for data in request.sources]
+        target = load_image(request.target, limits)
+        check_output_resolution(spec, policy, target.width, target.height)
+        queued = self.jobs.count_in_status(tenant_id, ("queued",))
+        if queued >= policy.max_queued_jobs:
+            raise QuotaExceeded(
+                f"this tenant already has {queued} queued jobs (max_queued_jobs "
+                f"{policy.max_queued_jobs})",
+                limit="max_queued_jobs",
+                value=policy.max_queued_jobs,
+                retry_after=QUEUE_RETRY_AFTER_SECONDS,
+            )
+        incoming = len(request.target) + sum(len(data) for data in request.sources)
+        try:
+            self.tenant_store.check_quota(
+                self.session, tenant_id, incoming, policy.storage_quota_bytes
+            )
+        except StorageQuotaExceeded as exc:
+            raise _storage_quota(exc) from None
+
+        # 2. store the inputs and queue the job (same transaction)
+        job = Job(
+            id=uuid.uuid4(),
+            tenant_id=tenant_id,
+            status="queued",
+            kind="image",
+            spec=spec.model_dump(mode="json"),
+            priority=policy.priority,
+            max_attempts=MAX_ATTEMPTS,
+            idempotency_key=request.idempotency_key,
+        )
+        names: list[str] = []
+        uploads = [
+            (f"source-{i}", data, img)
+            for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
+        ]
+        uploads.append(("target", request.target, target))
+        for name, data, image in uploads:
+            self._store_input(request, policy, job.id, name, data, image)
+            names.append(name)
+        job.inputs = names
+        self.jobs.add(job)
+        return Submitted(job, created=True)
+
+    def _store_input(
+        self,
+        request: Submission,
+        policy: Policy,
+        job_id: uuid.UUID,
+        name: str,
+        data: bytes,
+        image: LoadedImage,
+    ) -> None:
+        try:
+            ref = self.tenant_store.put(
+                self.session,
+                tenant_id=request.tenant_id,
+                kind="inputs",
+                job_id=job_id,
+                name=name,
+                data=data,
+                content_type=IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream"),
+                quota_bytes=policy.storage_quota_bytes,
+            )
+        except StorageQuotaExceeded as exc:
+            raise _storage_quota(exc) from None
+        request.written.append(ref.key)
+
+
+def _storage_quota(exc: StorageQuotaExceeded) -> QuotaExceeded:
+    return QuotaExceeded(
+        str(exc),
+        limit="storage_quota_bytes",
+        value=exc.quota_bytes,
+        status=507,
+        used_bytes=exc.used_bytes,
+        requested_bytes=exc.requested_bytes,
+    )
