@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Union
 
 import av
 import av.error
@@ -27,7 +27,7 @@ class DecodedFrame:
     frame: Frame
 
 
-AudioItem = av.Packet[Any] | av.AudioFrame
+AudioItem = Union["av.Packet[Any]", av.AudioFrame]  # Packet is generic only in the stubs
 
 
 class End:
