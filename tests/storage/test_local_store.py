@@ -1,0 +1,110 @@
+"""LocalStore: key validation, containment after resolving (symlinks), atomic writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from facegate.storage.base import InvalidKey, ObjectNotFound, ObjectStore
+from facegate.storage.factory import store_from_url
+from facegate.storage.local import LocalStore
+from facegate.storage.memory import MemoryStore
+
+BAD_KEYS = [
+    "",
+    "/etc/passwd",
+    "../outside",
+    "a/../../outside",
+    "a/./b",
+    "a//b",
+    "a/b/",
+    ".hidden",
+    "a/.hidden",
+    "a\\b",
+    "a/b\x00c",
+    "ä/b",
+    "a b",
+    "x" * 200,
+    "/".join(["a"] * 20),
+]
+
+
+@pytest.fixture(params=["local", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    if request.param == "local":
+        return LocalStore(tmp_path / "root")
+    return MemoryStore()
+
+
+def test_round_trip(store: ObjectStore) -> None:
+    assert store.put("tenants/a/inputs/x/target", b"hello") == 5
+    assert store.get("tenants/a/inputs/x/target") == b"hello"
+    assert store.size("tenants/a/inputs/x/target") == 5
+    assert store.exists("tenants/a/inputs/x/target")
+    with store.open("tenants/a/inputs/x/target") as handle:
+        assert handle.read() == b"hello"
+    assert store.put_stream("tenants/a/inputs/x/big", [b"ab"] * 1000) == 2000
+    assert b"".join(store.iter_chunks("tenants/a/inputs/x/big", 300)) == b"ab" * 1000
+    assert store.list("tenants/a/") == ["tenants/a/inputs/x/big", "tenants/a/inputs/x/target"]
+    assert store.list("tenants/b/") == []
+    assert store.delete("tenants/a/inputs/x/target")
+    assert not store.delete("tenants/a/inputs/x/target")
+    assert not store.exists("tenants/a/inputs/x/target")
+    with pytest.raises(ObjectNotFound):
+        store.get("tenants/a/inputs/x/target")
+
+
+@pytest.mark.parametrize("key", BAD_KEYS)
+def test_bad_keys_refused_everywhere(store: ObjectStore, key: str) -> None:
+    for call in (store.get, store.exists, store.delete, store.size):
+        with pytest.raises(InvalidKey):
+            call(key)
+    with pytest.raises(InvalidKey):
+        store.put(key, b"x")
+
+
+def test_bad_prefix_refused(store: ObjectStore) -> None:
+    for prefix in ("../", "/abs/", "a", "a/../"):
+        with pytest.raises(InvalidKey):
+            store.list(prefix)
+
+
+def test_symlink_escape_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"other tenant")
+    store = LocalStore(root)
+    (root / "tenants").mkdir()
+    os.symlink(outside, root / "tenants" / "evil")
+    with pytest.raises(InvalidKey):
+        store.get("tenants/evil/secret")
+    with pytest.raises(InvalidKey):
+        store.put("tenants/evil/planted", b"x")
+    assert not (outside / "planted").exists()
+    os.symlink(outside / "secret", root / "tenants" / "link")
+    with pytest.raises(InvalidKey):
+        store.get("tenants/link")
+
+
+def test_root_itself_is_not_an_object(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "root")
+    (tmp_path / "root" / "a").mkdir()
+    with pytest.raises(ObjectNotFound):
+        store.get("a")
+
+
+def test_delete_prunes_empty_folders(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "root")
+    store.put("tenants/a/inputs/j/target", b"x")
+    store.delete("tenants/a/inputs/j/target")
+    assert list((tmp_path / "root").iterdir()) == []
+
+
+def test_store_from_url(tmp_path: Path) -> None:
+    local = store_from_url(f"file://{tmp_path}/s")
+    assert isinstance(local, LocalStore)
+    assert local.root == (tmp_path / "s").resolve()
+    assert isinstance(store_from_url("memory://"), MemoryStore)
