@@ -34,7 +34,7 @@ from facegate.engine.types import Face
 
 #: Descriptor distance under which two faces count as the same person. Calibrated on
 #: shared/data/faces (see descriptor.py's docstring for the measured distances).
-DEFAULT_REFERENCE_DISTANCE = 0.1
+DEFAULT_REFERENCE_DISTANCE = 0.018
 
 
 class SelectorSpec(BaseModel):

@@ -1,0 +1,96 @@
+"""Face analysis speed on 1920x1080 frames: median ms per stage, one-face and six-face frames.
+
+    .venv/bin/python benchmarks/faces_bench.py [--repeat 15] [--faces-dir ../shared/data/faces]
+
+Stages: whole-frame detection, tile detection, NMS, mesh per face (crop + FaceMesh + Face
+building), and the full ``FaceAnalyser.analyse`` call; then the same full call with the mesh
+crop at 384 px (ENGINE-NOTES' prototype) as the baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from facegate.engine import faces as F
+from facegate.engine.types import Frame
+
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "faces"
+
+
+def frame_1080p(path: Path) -> Frame:
+    """The photo scaled to 1080 px high, centred on a 1920x1080 grey canvas."""
+    image = cv2.imread(str(path))
+    height, width = image.shape[:2]
+    scale = 1080 / height
+    image = cv2.resize(image, (min(1920, round(width * scale)), 1080), cv2.INTER_CUBIC)
+    canvas = np.full((1080, 1920, 3), 127, np.uint8)
+    x0 = (1920 - image.shape[1]) // 2
+    canvas[:, x0 : x0 + image.shape[1]] = image
+    return canvas
+
+
+def median_ms(run: Callable[[], object], repeat: int) -> float:
+    run()  # warm-up (graph creation, first inference)
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def bench(name: str, frame: Frame, repeat: int) -> None:
+    options = F.AnalyserOptions()
+    analyser = F.FaceAnalyser(options)
+    graphs = analyser._graphs()
+    rgb = np.ascontiguousarray(frame[:, :, ::-1])
+    height, width = rgb.shape[:2]
+    windows = F._tile_windows(width, height, options.tiles, options.tile_overlap)
+    raw = F.detect_faces(graphs, rgb, options)
+    merged = F.nms(raw, options.nms_iou)
+    whole = median_ms(lambda: F._detect(graphs.detector, rgb, options.tile_max_side), repeat)
+    tiles = median_ms(
+        lambda: [
+            F._detect(graphs.detector, rgb[y0:y1, x0:x1], options.tile_max_side)
+            for x0, y0, x1, y1 in windows
+        ],
+        repeat,
+    )
+    nms = median_ms(lambda: F.nms(raw, options.nms_iou), repeat)
+    mesh = median_ms(lambda: [F.mesh_face(graphs, rgb, d, options) for d in merged], repeat)
+    total = median_ms(lambda: analyser.analyse(frame), repeat)
+    baseline = F.FaceAnalyser(F.AnalyserOptions(mesh_crop_size=384, tile_max_side=4096))
+    base = median_ms(lambda: baseline.analyse(frame), repeat)
+    found = len(analyser.analyse(frame))
+    per_face = mesh / max(1, len(merged))
+    print(
+        f"{name}: {found} face(s) | detect whole {whole:.1f} ms, {len(windows)} tiles "
+        f"{tiles:.1f} ms, NMS {nms:.2f} ms, mesh {mesh:.1f} ms ({per_face:.1f} per face) | "
+        f"analyse {total:.1f} ms | baseline (crop 384, tiles at full size) {base:.1f} ms, "
+        f"ratio {total / base:.2f}"
+    )
+    analyser.close()
+    baseline.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--faces-dir", type=Path, default=DEFAULT_DIR)
+    args = parser.parse_args()
+    print(f"load average (1, 5, 15 min): {os.getloadavg()}, cpus: {os.cpu_count()}")
+    bench("1 face ", frame_1080p(args.faces_dir / "woman_a_selfie_frontal_01.jpg"), args.repeat)
+    bench("6 faces", frame_1080p(args.faces_dir / "group_6_faces_insightface_t1.jpg"), args.repeat)
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
