@@ -1,0 +1,163 @@
+"""face_swapper with the built-in mesh_warp backend, on the single-face photos."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from facegate.engine.errors import InvalidOptions
+from facegate.engine.faces import FaceAnalyser
+from facegate.engine.processors.base import JobContext
+from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
+from facegate.engine.swap.color import is_grayscale
+from facegate.engine.types import Face, Frame
+
+FACES = Path("/work/shared/data/faces")
+SINGLE = [
+    "woman_a_selfie_frontal_01.jpg",
+    "woman_a_frontal_blue_wall_02.jpg",
+    "woman_a_fullbody_small_face_03.jpg",
+    "woman_b_frontal_dark_background.jpg",
+    "man_frontal_glasses.jpg",
+    "man_frontal_beard_closeup.jpg",
+    "woman_astronaut_frontal.jpg",
+    "elderly_woman_glasses_frontal.jpg",
+    "woman_angled_looking_up.jpg",
+    "man_profile_grayscale_occluded.png",
+    "small_face_man_on_stage.jpg",
+]
+# Every photo is a source and a target at least twice (shifts 1 and 5 of the list).
+PAIRS = [(SINGLE[i], SINGLE[(i + k) % len(SINGLE)]) for k in (1, 5) for i in range(len(SINGLE))]
+# The profile target (yaw ~53°, 17 px between the eyes, half hidden by a camera) is where the
+# analyser itself is unsteady: re-encoding the untouched photo as JPEG q85 moves its mesh by
+# 4.8 % of the inter-ocular distance. It gets a wider bound than the 5 % of the others.
+PROFILE = "man_profile_grayscale_occluded.png"
+PROFILE_BOUND = 0.15
+
+pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at {FACES}")
+
+
+@pytest.fixture(scope="module")
+def analyser() -> FaceAnalyser:
+    return FaceAnalyser()
+
+
+@pytest.fixture(scope="module")
+def photos(analyser: FaceAnalyser) -> dict[str, tuple[Frame, Face]]:
+    found = {}
+    for name in SINGLE:
+        frame = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
+        faces = analyser.analyse(frame)
+        assert len(faces) == 1, name
+        found[name] = (frame, faces[0])
+    return found
+
+
+def run_swap(
+    photos: dict[str, tuple[Frame, Face]], source: str, target: str, **options: Any
+) -> Frame:
+    swapper = FaceSwapper()
+    opts = swapper.validate_options(options)
+    src_frame, src_face = photos[source]
+    dst_frame, dst_face = photos[target]
+    ctx = JobContext(
+        options={"face_swapper": opts},
+        source_faces=[src_face],
+        source_frames=[src_frame],
+        target_faces=[dst_face],
+        selected=[(0, dst_face)],
+    )
+    swapper.prepare(ctx)
+    return swapper.process_frame(dst_frame, ctx)
+
+
+@pytest.mark.parametrize(("source", "target"), PAIRS, ids=[f"{s}->{t}" for s, t in PAIRS])
+def test_swap_keeps_target_landmarks(
+    photos: dict[str, tuple[Frame, Face]], analyser: FaceAnalyser, source: str, target: str
+) -> None:
+    out = run_swap(photos, source, target)
+    dst_frame, dst_face = photos[target]
+    assert out.shape == dst_frame.shape
+    assert not np.array_equal(out, dst_frame)
+    found = analyser.analyse(out)
+    assert len(found) == 1
+    error = np.linalg.norm(found[0].landmarks[:, :2] - dst_face.landmarks[:, :2], axis=1).mean()
+    assert error / dst_face.inter_ocular < (PROFILE_BOUND if target == PROFILE else 0.05)
+
+
+def test_blend_zero_returns_target_unchanged(photos: dict[str, tuple[Frame, Face]]) -> None:
+    out = run_swap(photos, SINGLE[0], SINGLE[6], blend=0.0)
+    assert np.array_equal(out, photos[SINGLE[6]][0])
+
+
+def test_grayscale_source_keeps_target_chroma(photos: dict[str, tuple[Frame, Face]]) -> None:
+    grey = "man_profile_grayscale_occluded.png"
+    assert is_grayscale(photos[grey][0])
+    target = "man_frontal_glasses.jpg"
+    frame, face = photos[target]
+    out = run_swap(photos, grey, target)
+    x0, y0, x1, y1 = (int(v) for v in face.box)
+    lab_in = cv2.cvtColor(frame[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float32)
+    lab_out = cv2.cvtColor(out[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float32)
+    # Lightness changes (the source's detail), chroma stays the target's.
+    assert np.abs(lab_out[..., 0] - lab_in[..., 0]).mean() > 1.0
+    assert np.abs(lab_out[..., 1:] - lab_in[..., 1:]).mean() < 1.5
+
+
+@pytest.mark.parametrize("mask", ["feather", "poisson"])
+def test_options_change_output_and_stay_outside_the_face(
+    photos: dict[str, tuple[Frame, Face]], mask: str
+) -> None:
+    target = "woman_astronaut_frontal.jpg"
+    frame, face = photos[target]
+    out = run_swap(photos, SINGLE[0], target, mask=mask, mask_padding=(10, 0, 0, 0))
+    x0, y0, x1, y1 = (int(v) for v in face.box)
+    pad = int(face.width * 0.4)
+    outside = np.ones(frame.shape[:2], bool)
+    outside[max(0, y0 - pad) : y1 + pad, max(0, x0 - pad) : x1 + pad] = False
+    assert np.array_equal(out[outside], frame[outside])
+    assert not np.array_equal(out, run_swap(photos, SINGLE[0], target, mask=mask))
+
+
+def test_two_threads_give_the_same_bytes_as_sequential(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    jobs: list[tuple[str, str, dict[str, Any]]] = [
+        (SINGLE[0], SINGLE[4], {"mask": "poisson", "blend": 0.8}),
+        (SINGLE[5], SINGLE[7], {"mask": "feather", "keep_expression": False, "mask_blur": 0.6}),
+    ]
+    expected = [run_swap(photos, s, t, **o).tobytes() for s, t, o in jobs]
+    results: list[list[bytes]] = [[], []]
+
+    def worker(slot: int) -> None:
+        s, t, o = jobs[slot]
+        for _ in range(3):
+            results[slot].append(run_swap(photos, s, t, **o).tobytes())
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for slot in range(2):
+        assert results[slot] == [expected[slot]] * 3
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{"model": "nope"}, {"blend": 1.5}, {"mask": "box"}, {"mask_padding": (60, 0, 50, 0)}],
+)
+def test_invalid_options_are_refused(raw: dict[str, Any]) -> None:
+    with pytest.raises(InvalidOptions):
+        FaceSwapper().validate_options(raw)
+
+
+def test_defaults() -> None:
+    opts = FaceSwapper().validate_options({})
+    assert isinstance(opts, FaceSwapperOptions)
+    assert (opts.model, opts.mask, opts.blend) == ("mesh_warp", "feather", 1.0)
