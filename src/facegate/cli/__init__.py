@@ -14,6 +14,7 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "deploy": "facegate.cli.deploy:deploy",
+    "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",
     "serve": "facegate.cli.serve:serve",
     "swap": "facegate.cli.swap:swap",

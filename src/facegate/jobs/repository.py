@@ -40,6 +40,25 @@ class JobRepository:
         """Every tenant-facing query of jobs starts here."""
         return select(Job).where(Job.tenant_id == tenant_id)
 
+    @staticmethod
+    def operator_statement() -> Select[Job]:
+        """Jobs of every tenant: for the operator's CLI only, never behind an HTTP route
+        (the scope lint test checks who calls it)."""
+        return select(Job)
+
+    def list_for_operator(
+        self, *, tenant_id: str | None = None, statuses: Sequence[str] = (), limit: int = 100
+    ) -> list[Job]:
+        stmt = (
+            self.readable_statement(tenant_id)
+            if tenant_id is not None
+            else self.operator_statement()
+        )
+        if statuses:
+            stmt = stmt.where(Job.status.in_(list(statuses)))
+        stmt = stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+        return list(self.session.scalars(stmt))
+
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
         stmt = self.readable_statement(tenant_id).where(Job.id == job_id)
         return self.session.scalars(stmt).one_or_none()
