@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -21,7 +22,10 @@ from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
 from facegate.engine.selection import SelectorSpec, select_faces
+from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, Frame
+from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
+from facegate.engine.video.probe import VideoLimits
 
 ProgressCallback = Callable[[float, str], None]
 """Called with (fraction done 0..1, stage name)."""
@@ -86,8 +90,7 @@ class Pipeline:
             )
         self.processors: list[Processor[Any]] = [registry.get(name) for name in spec.processors]
         self.options: dict[str, ProcessorOptions] = {
-            p.name: p.validate_options(spec.processor_options.get(p.name))
-            for p in self.processors
+            p.name: p.validate_options(spec.processor_options.get(p.name)) for p in self.processors
         }
         self.analyser = analyser or default_analyser()
         self.needs_source = bool(SOURCE_PROCESSORS & set(spec.processors))
@@ -137,16 +140,24 @@ class Pipeline:
         return ctx
 
     def process_frame(
-        self, frame: Frame, ctx: JobContext, faces: Sequence[Face] | None = None
+        self,
+        frame: Frame,
+        ctx: JobContext,
+        faces: Sequence[Face] | None = None,
+        selected: Sequence[tuple[int, Face]] | None = None,
     ) -> Frame:
-        """Run every processor on one frame. ``faces`` skips detection (video tracking)."""
+        """Run every processor on one frame. ``faces`` skips detection (video tracking);
+        ``selected`` skips selection (video keeps each track's pairing across frames)."""
         ctx.check_cancelled()
         target_faces = list(faces) if faces is not None else self.analyser.analyse(frame)
         ctx.target_faces = sort_faces(target_faces, self.spec.selector.order)
-        reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
-        ctx.selected = select_faces(
-            ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces
-        )
+        if selected is not None:
+            ctx.selected = list(selected)
+        else:
+            reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
+            ctx.selected = select_faces(
+                ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces
+            )
         for processor in self.processors:
             ctx.check_cancelled()
             started = time.perf_counter()
@@ -176,3 +187,28 @@ class Pipeline:
         result = self.process_frame(target, ctx, faces=target_faces)
         report(1.0, "done")
         return result
+
+    def run_video(
+        self,
+        sources: Sequence[Frame],
+        src: Path,
+        dst: Path,
+        *,
+        reference: Frame | None = None,
+        options: VideoOptions | None = None,
+        limits: VideoLimits | None = None,
+        cancel: threading.Event | None = None,
+        on_progress: Callable[[VideoProgress], None] | None = None,
+    ) -> VideoResult:
+        """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
+        nothing appears at ``dst`` unless the run completes). See ``engine.video``."""
+        from facegate.engine.video import probe_video, process_video
+        from facegate.engine.video.swap import VideoSwap
+
+        info = probe_video(src, limits)  # refuse a bad file before analysing the sources
+        ctx = self.prepare(sources, reference=reference, cancel=cancel)
+        work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))
+        try:
+            return process_video(src, dst, work.stages(), options, on_progress, ctx.cancel, limits)
+        finally:
+            work.close()

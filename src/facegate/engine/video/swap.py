@@ -1,0 +1,90 @@
+"""A pipeline's per-frame work for video: tracked faces, sticky selection, thread-safe render.
+
+``analyse`` (one thread, frame order) tracks faces and decides which target face gets which
+source. The decision is made once per track, when the track first appears, and kept while the
+track lives: two faces of similar size cannot swap identities when their order flips, and a
+``reference`` match holds through frames where the descriptor is noisier (a turned head).
+``render`` (any thread) runs the processors on a copy of the job context holding that frame's
+faces, so several frames can be rendered at once.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from facegate.engine.errors import InvalidOptions
+from facegate.engine.pipeline import FACE_PROCESSORS, Pipeline
+from facegate.engine.processors.base import JobContext
+from facegate.engine.selection import select_faces
+from facegate.engine.tracking import FaceTracker, TrackerOptions
+from facegate.engine.types import Face, Frame
+from facegate.engine.video.process import FrameStages
+
+
+@dataclass
+class FrameFaces:
+    """What the analyse stage hands to render for one frame."""
+
+    faces: list[Face]
+    selected: list[tuple[int, Face]]
+
+
+class StickySelection:
+    """Per-track memory of the selector's decision (source index, or None = left alone)."""
+
+    def __init__(self) -> None:
+        self.decided: dict[int, int | None] = {}
+
+    def select(
+        self, fresh: Sequence[tuple[int, Face]], faces: Sequence[Face]
+    ) -> list[tuple[int, Face]]:
+        fresh_by_track = {face.track_id: source for source, face in fresh}
+        chosen: list[tuple[int, Face]] = []
+        for face in faces:
+            if face.track_id is None:
+                continue
+            if face.track_id not in self.decided:
+                self.decided[face.track_id] = fresh_by_track.get(face.track_id)
+            source = self.decided[face.track_id]
+            if source is not None:
+                chosen.append((source, face))
+        return chosen
+
+
+class VideoSwap:
+    """Builds the FrameStages of one video job from a prepared pipeline and its context."""
+
+    def __init__(
+        self, pipeline: Pipeline, ctx: JobContext, tracker_options: TrackerOptions | None = None
+    ) -> None:
+        self.pipeline = pipeline
+        self.ctx = ctx
+        self.tracker = FaceTracker(pipeline.analyser, tracker_options)
+        self.sticky = StickySelection()
+        self.reference_faces: list[Face] = ctx.state.get("pipeline", {}).get("reference_faces", [])
+
+    def stages(self) -> FrameStages:
+        return FrameStages(render=self.render, analyse=self.analyse)
+
+    def close(self) -> None:
+        self.tracker.close()
+
+    def analyse(self, frame: Frame, index: int) -> FrameFaces:
+        faces = self.tracker.update(frame, index)
+        if not faces:
+            return FrameFaces([], [])
+        try:
+            fresh = select_faces(
+                self.ctx.source_faces, faces, self.pipeline.spec.selector, self.reference_faces
+            )
+        except InvalidOptions:  # a mapping naming a face absent from this frame: decide later
+            fresh = []
+        return FrameFaces(faces, self.sticky.select(fresh, faces))
+
+    def render(self, frame: Frame, found: FrameFaces) -> Frame:
+        if not found.faces and set(self.pipeline.spec.processors) <= FACE_PROCESSORS:
+            return frame  # no face: the frame passes through untouched
+        ctx = copy.copy(self.ctx)  # per-frame faces, shared read-only job state
+        return self.pipeline.process_frame(frame, ctx, faces=found.faces, selected=found.selected)
