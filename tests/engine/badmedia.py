@@ -45,6 +45,21 @@ def encode_sample(fmt: str, image: Image.Image | None = None, **params: object) 
     return out.getvalue()
 
 
+def half_red_image(width: int = 40, height: int = 20) -> Image.Image:
+    """Left half red, right half blue: shows where the stored left edge ends up."""
+    rgb = np.zeros((height, width, 3), np.uint8)
+    rgb[:, : width // 2] = (255, 0, 0)
+    rgb[:, width // 2 :] = (0, 0, 255)
+    return Image.fromarray(rgb, "RGB")
+
+
+def exif_jpeg(orientation: int) -> bytes:
+    """A 40 x 20 JPEG (left half red) whose EXIF orientation tag is `orientation`."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return encode_sample("JPEG", half_red_image(), quality=95, exif=exif)
+
+
 def png_chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from badmedia import build_png, damaged_png_data, encode_sample, sample_rgb
+from badmedia import build_png, damaged_png_data, encode_sample, exif_jpeg, sample_rgb
 from PIL import Image
 
 from facegate.engine.errors import InvalidOptions
@@ -27,20 +27,6 @@ def encode_pil(image: Image.Image, fmt: str, **params: object) -> bytes:
     out = io.BytesIO()
     image.save(out, fmt, **params)
     return out.getvalue()
-
-
-def half_red_image(width: int = 40, height: int = 20) -> Image.Image:
-    """Left half red, right half blue: shows where the stored left edge ends up."""
-    rgb = np.zeros((height, width, 3), np.uint8)
-    rgb[:, : width // 2] = (255, 0, 0)
-    rgb[:, width // 2 :] = (0, 0, 255)
-    return Image.fromarray(rgb, "RGB")
-
-
-def exif_rotated_jpeg(orientation: int) -> bytes:
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    return encode_pil(half_red_image(), "JPEG", quality=95, exif=exif)
 
 
 def test_every_test_photo_loads() -> None:
@@ -68,7 +54,7 @@ def test_probe_reads_the_header_only() -> None:
 
 @pytest.mark.parametrize(("orientation", "top_is_red"), [(1, None), (6, True), (8, False)])
 def test_exif_orientation_is_applied(orientation: int, top_is_red: bool | None) -> None:
-    data = exif_rotated_jpeg(orientation)
+    data = exif_jpeg(orientation)
     loaded = load_image(data, LIMITS)
     info = probe_image(data, LIMITS)
     if top_is_red is None:
