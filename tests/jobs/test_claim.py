@@ -1,0 +1,100 @@
+"""Fair claim: the rule (pure) and the serialised transaction (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from datetime import timedelta
+
+from jobfactories import create_job, create_tenant, seconds_ago, sessions_of
+from sqlalchemy import Engine, select
+
+from facegate.database import session_scope
+from facegate.db import utcnow
+from facegate.jobs.claim import Claim, LockingClaimer, QueueHead, TenantLimits, choose_job
+from facegate.jobs.models import Job
+
+
+def head(tenant: str, priority: int = 0, age: float = 0.0) -> QueueHead:
+    return QueueHead(uuid.uuid4(), tenant, priority, utcnow() - timedelta(seconds=age))
+
+
+def test_fewest_running_tenant_first_then_priority_then_oldest() -> None:
+    limits = {t: TenantLimits(5, 5) for t in "abc"}
+    a, b, c = head("a", priority=9, age=100), head("b", age=10), head("c", age=50)
+    assert choose_job([a, b, c], {"a": 2, "b": 1, "c": 1}, limits) == c  # older among b, c
+    assert choose_job([a, b, c], {"a": 1, "b": 1, "c": 1}, limits) == a  # priority
+    assert choose_job([a, b, c], {"a": 0, "b": 1, "c": 1}, limits) == a  # fewest running
+
+
+def test_caps_and_suspended_tenants() -> None:
+    a, b = head("a", age=100), head("b")
+    limits: dict[str, TenantLimits | None] = {"a": TenantLimits(2, 1), "b": TenantLimits(1, 1)}
+    assert choose_job([a, b], {"a": 2}, limits) == b
+    assert choose_job([a, b], {"a": 2, "b": 1}, limits) is None
+    # a device worker also honours the device limit
+    assert choose_job([a], {"a": 1}, limits) == a
+    assert choose_job([a], {"a": 1}, limits, uses_device=True) is None
+    assert choose_job([a, b], {}, {"a": None, "b": TenantLimits(1, 1)}) == b
+
+
+def test_claim_order_on_the_database(db_engine: Engine) -> None:
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "big", max_concurrent_jobs=10)
+        create_tenant(session, "small", max_concurrent_jobs=10)
+        big_old = create_job(session, "big", created_at=seconds_ago(60)).id
+        big_new = create_job(session, "big", created_at=seconds_ago(30)).id
+        small = create_job(session, "small", created_at=seconds_ago(1)).id
+        big_urgent = create_job(session, "big", priority=5, created_at=seconds_ago(2)).id
+    claimer = LockingClaimer(db_engine)
+    order = [claimer.claim("w", lease_seconds=30) for _ in range(5)]
+    # big (0 running): its urgent job; then small (0 running < 1); then big by age
+    assert [c.job_id if c else None for c in order] == [big_urgent, small, big_old, big_new, None]
+    first = order[0]
+    assert first is not None
+    assert first.attempt == 1
+    assert first.lease_owner == "w"
+    with session_scope(sessions) as session:
+        job = session.scalars(select(Job).where(Job.id == big_urgent)).one()
+        assert job.status == "running"
+        assert job.lease_expires_at is not None
+
+
+def test_parallel_claims_never_overshoot_a_cap(db_engine: Engine) -> None:
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "a", max_concurrent_jobs=2)
+        create_tenant(session, "b", max_concurrent_jobs=3)
+        for _ in range(10):
+            create_job(session, "a")
+            create_job(session, "b")
+    claimer = LockingClaimer(db_engine)
+    claims: list[Claim] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(number: int) -> None:
+        barrier.wait()
+        for _ in range(3):
+            claim = claimer.claim(f"w{number}", lease_seconds=30)
+            if claim is not None:
+                with lock:
+                    claims.append(claim)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Counter(c.tenant_id for c in claims) == {"a": 2, "b": 3}
+    assert len({c.job_id for c in claims}) == len(claims)
+
+
+def test_suspended_tenant_is_not_claimed(db_engine: Engine) -> None:
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "gone").status = "suspended"
+        create_job(session, "gone")
+    assert LockingClaimer(db_engine).claim("w", lease_seconds=30) is None

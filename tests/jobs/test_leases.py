@@ -1,0 +1,81 @@
+"""Leases: renew, guarded finish (never twice), expiry requeues then fails, release."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jobfactories import create_job, create_tenant, sessions_of
+from sqlalchemy import Engine, select
+
+from facegate.database import session_scope
+from facegate.db import utcnow
+from facegate.jobs import leases
+from facegate.jobs.claim import LockingClaimer
+from facegate.jobs.models import Job
+
+
+def status_of(engine: Engine, job_id: object) -> Job:
+    with session_scope(sessions_of(engine)) as session:
+        return session.scalars(select(Job).where(Job.id == job_id)).one()
+
+
+def test_expired_lease_requeues_then_fails(db_engine: Engine) -> None:
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "a")
+        job_id = create_job(session, "a", max_attempts=2).id
+    claimer = LockingClaimer(db_engine)
+    for attempt in (1, 2):
+        claim = claimer.claim(f"w{attempt}", lease_seconds=0.01)
+        assert claim is not None
+        assert claim.attempt == attempt
+        with session_scope(sessions) as session:
+            reaped = leases.requeue_expired(session, utcnow() + timedelta(seconds=1))
+        assert [r.outcome for r in reaped] == ["requeued" if attempt == 1 else "failed"]
+    job = status_of(db_engine, job_id)
+    assert job.status == "failed"
+    assert job.error_type == "lease-expired"
+    assert "2 attempts" in (job.error_detail or "")
+    # the first worker's lease is gone: it can neither renew nor finish the job
+    with session_scope(sessions) as session:
+        assert not leases.renew(session, job_id, "w1", 30).held
+        assert not leases.finish(session, job_id, "w1", "succeeded")
+    assert status_of(db_engine, job_id).status == "failed"
+
+
+def test_live_lease_is_left_alone_and_finish_happens_once(db_engine: Engine) -> None:
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "a")
+        job_id = create_job(session, "a").id
+    claim = LockingClaimer(db_engine).claim("w", lease_seconds=60)
+    assert claim is not None
+    with session_scope(sessions) as session:
+        assert leases.requeue_expired(session) == []
+        state = leases.renew(session, job_id, "w", 60)
+        assert state.held
+        assert not state.cancel_requested
+        assert leases.report_progress(session, job_id, "w", 0.5, "process").held
+    with session_scope(sessions) as session:
+        assert leases.finish(session, job_id, "w", "succeeded", progress=1.0)
+    with session_scope(sessions) as session:
+        assert not leases.finish(session, job_id, "w", "failed")
+    job = status_of(db_engine, job_id)
+    assert job.status == "succeeded"
+    assert job.finished_at is not None
+    assert job.lease_owner is None
+
+
+def test_release_gives_the_job_back_without_spending_an_attempt(db_engine: Engine) -> None:
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "a")
+        job_id = create_job(session, "a").id
+    claim = LockingClaimer(db_engine).claim("w", lease_seconds=60)
+    assert claim is not None
+    with session_scope(sessions) as session:
+        assert leases.release(session, job_id, "w")
+    job = status_of(db_engine, job_id)
+    assert job.status == "queued"
+    assert job.attempts == 0
+    assert job.lease_owner is None
