@@ -2,10 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-pytestmark = pytest.mark.asyncio
-
 
 async def test_healthz_is_public_and_has_request_id(make_client: Any) -> None:
     async with make_client() as h:
