@@ -1,0 +1,152 @@
+"""Namespace-level objects of a physical tenant: the namespace itself, its quota and its
+network policies. These carry the isolation, so tests assert on them directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from facegate.deploy.policy import GIB, DeployPolicy
+
+Manifest = dict[str, Any]
+
+# Every facegate process listens here: the api for requests, a worker for /healthz, /readyz
+# and /metrics only.
+HTTP_PORT = 8000
+KNATIVE_QUEUE_PORT = 8012
+
+APP_LABELS = {"app.kubernetes.io/name": "facegate", "app.kubernetes.io/part-of": "facegate"}
+# Pod Security Admission: every mode at `restricted`, pinned to `latest`, so a pod that
+# would run as root or keep a capability is refused at admission, not only flagged.
+POD_SECURITY = {
+    f"pod-security.kubernetes.io/{mode}{suffix}": value
+    for mode in ("enforce", "audit", "warn")
+    for suffix, value in (("", "restricted"), ("-version", "latest"))
+}
+
+
+def gibibytes(size: int) -> str:
+    """A byte count as a Kubernetes quantity in whole Gi, rounded up, at least 1Gi."""
+    return f"{max(1, -(-size // GIB))}Gi"
+
+
+def _meta(name: str, policy: DeployPolicy, **labels: str) -> Manifest:
+    return {
+        "name": name,
+        "labels": {**APP_LABELS, "facegate.io/tenant": policy.tenant_id, **labels},
+    }
+
+
+def namespace(policy: DeployPolicy) -> Manifest:
+    meta = _meta(policy.namespace, policy, **POD_SECURITY)
+    meta["labels"]["facegate.io/isolation"] = policy.isolation
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def _times(quantity: str, factor: int) -> str:
+    number = quantity.rstrip("m")
+    return f"{int(number) * factor}m" if quantity.endswith("m") else str(int(number) * factor)
+
+
+def resource_quota(policy: DeployPolicy) -> Manifest:
+    """Hard caps for the namespace. The GPU line is the tenant's device_limit exactly; cpu and
+    memory allow every replica the autoscaler may add plus one surge pod of a rollout."""
+    pods = policy.replica_cap + 1
+    hard = {
+        "requests.cpu": _times(policy.worker_cpu, pods),
+        "limits.cpu": _times(policy.worker_cpu_limit, pods),
+        "requests.memory": f"{policy.worker_memory_gib * pods}Gi",
+        "limits.memory": f"{policy.worker_memory_limit_gib * pods}Gi",
+        "requests.nvidia.com/gpu": str(policy.device_limit),
+        "requests.storage": gibibytes(policy.storage_quota_bytes + policy.models_bytes),
+        "persistentvolumeclaims": "2",
+        "pods": str(pods + 1),
+        "services": "2",
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
+        "configmaps": "10",
+        "secrets": "10",
+        "count/deployments.apps": "2",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _meta("facegate-quota", policy),
+        "spec": {"hard": hard},
+    }
+
+
+def _policy(name: str, policy: DeployPolicy, spec: Manifest) -> Manifest:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(name, policy),
+        "spec": spec,
+    }
+
+
+def _namespace_peer(name: str) -> Manifest:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+
+def network_policies(policy: DeployPolicy) -> list[Manifest]:
+    """Default deny both ways, then exactly: DNS, the data services, the gateway (HTTP in)
+    and Prometheus (metrics in). Nothing reaches another tenant's namespace."""
+    all_pods: Manifest = {}
+    deny = _policy(
+        "default-deny", policy, {"podSelector": all_pods, "policyTypes": ["Ingress", "Egress"]}
+    )
+    dns = _policy(
+        "allow-dns",
+        policy,
+        {
+            "podSelector": all_pods,
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            **_namespace_peer("kube-system"),
+                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                        }
+                    ],
+                    "ports": [{"protocol": p, "port": 53} for p in ("UDP", "TCP")],
+                }
+            ],
+        },
+    )
+    backends = policy.backends
+    peers: list[Manifest] = [_namespace_peer(backends.data_namespace)]
+    peers += [{"ipBlock": {"cidr": cidr}} for cidr in backends.cidrs]
+    ports = [backends.postgres_port, backends.redis_port, *backends.s3_ports]
+    data = _policy(
+        "allow-egress-data",
+        policy,
+        {
+            "podSelector": all_pods,
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": peers, "ports": [{"protocol": "TCP", "port": port} for port in ports]}
+            ],
+        },
+    )
+    # Knative routes requests through its queue-proxy sidecar (8012) before the app (8000).
+    http_ports = [HTTP_PORT, KNATIVE_QUEUE_PORT] if policy.autoscaler == "knative" else [HTTP_PORT]
+    ingress = _policy(
+        "allow-ingress-gateway",
+        policy,
+        {
+            "podSelector": {"matchLabels": APP_LABELS},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [_namespace_peer(policy.gateway_namespace)],
+                    "ports": [{"protocol": "TCP", "port": port} for port in http_ports],
+                },
+                {
+                    "from": [_namespace_peer(policy.monitoring_namespace)],
+                    "ports": [{"protocol": "TCP", "port": HTTP_PORT}],
+                },
+            ],
+        },
+    )
+    return [deny, dns, data, ingress]

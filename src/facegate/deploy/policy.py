@@ -1,0 +1,123 @@
+"""What an overlay is rendered from: a tenant's deployment policy as plain data."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Isolation = Literal["logical", "physical"]
+Autoscaler = Literal["hpa", "keda", "knative"]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+NAMESPACE_PREFIX = "facegate-"
+GIB = 1024**3
+
+
+class DeployPolicyError(ValueError):
+    """The policy cannot be deployed as asked (bad id, impossible numbers)."""
+
+
+@dataclass(frozen=True)
+class Backends:
+    """Where the data services are, for the egress NetworkPolicy of a tenant namespace.
+
+    In-cluster services are reached by namespace (``data_namespace``); managed ones outside
+    the cluster (RDS, ElastiCache, S3 endpoints) by CIDR. Both may be given.
+    """
+
+    data_namespace: str = "facegate-data"
+    postgres_port: int = 5432
+    redis_port: int = 6379
+    s3_ports: tuple[int, ...] = (443, 9000)
+    cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeployPolicy:
+    """A tenant's policy as far as deployment is concerned.
+
+    ``device_limit`` becomes the namespace's ``requests.nvidia.com/gpu`` quota and caps the
+    worker replicas (one device per worker pod); 0 means CPU-only workers and a zero GPU
+    quota. ``max_concurrent_jobs`` is split over the replicas as ``--concurrency``.
+    """
+
+    tenant_id: str
+    isolation: Isolation = "physical"
+    device_limit: int = 1
+    max_concurrent_jobs: int = 2
+    storage_quota_bytes: int = 10 * GIB
+    models_bytes: int = 20 * GIB
+    worker_cpu: str = "2"
+    worker_cpu_limit: str = "4"
+    worker_memory_gib: int = 4
+    worker_memory_limit_gib: int = 8
+    min_replicas: int = 2
+    max_replicas: int = 8
+    autoscaler: Autoscaler = "hpa"
+    storage: Literal["pvc", "bucket"] = "pvc"
+    gateway_namespace: str = "ingress-nginx"
+    monitoring_namespace: str = "monitoring"
+    image: str = "ghcr.io/facegate/facegate:0.1.0"
+    model_tag: str = ""
+    warmup_models: tuple[str, ...] = ()
+    backends: Backends = field(default_factory=Backends)
+
+    def __post_init__(self) -> None:
+        if not _DNS_LABEL.match(self.tenant_id):
+            raise DeployPolicyError(f"tenant id {self.tenant_id!r} is not a DNS label")
+        if len(self.namespace) > 63:
+            raise DeployPolicyError(
+                f"namespace {self.namespace!r} is longer than 63 characters; "
+                f"tenant ids of physical tenants are limited to {63 - len(NAMESPACE_PREFIX)}"
+            )
+        if self.isolation not in ("logical", "physical"):
+            raise DeployPolicyError(f"unknown isolation {self.isolation!r}")
+        if self.autoscaler not in ("hpa", "keda", "knative"):
+            raise DeployPolicyError(f"unknown autoscaler {self.autoscaler!r}")
+        for name in ("device_limit", "storage_quota_bytes", "models_bytes"):
+            if getattr(self, name) < 0:
+                raise DeployPolicyError(f"{name} must be >= 0")
+        if self.max_concurrent_jobs < 1:
+            raise DeployPolicyError("max_concurrent_jobs must be >= 1")
+        if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
+            raise DeployPolicyError("replicas must satisfy 0 <= min <= max and max >= 1")
+        if self.worker_memory_limit_gib < self.worker_memory_gib:
+            raise DeployPolicyError("worker memory limit is below its request")
+
+    @property
+    def namespace(self) -> str:
+        return NAMESPACE_PREFIX + self.tenant_id
+
+    @property
+    def replica_cap(self) -> int:
+        """The most worker pods the namespace can hold: each GPU worker takes one device."""
+        if self.device_limit > 0:
+            return min(self.max_replicas, self.device_limit)
+        return self.max_replicas
+
+    @property
+    def replica_floor(self) -> int:
+        floor = 0 if self.autoscaler in ("keda", "knative") and self.min_replicas == 0 else 1
+        return max(floor, min(self.min_replicas, self.replica_cap))
+
+    @property
+    def worker_concurrency(self) -> int:
+        """Jobs one worker pod runs at once, so that all replicas together honour the policy."""
+        return max(1, -(-self.max_concurrent_jobs // self.replica_cap))
+
+    @property
+    def gpu_per_worker(self) -> int:
+        return 1 if self.device_limit > 0 else 0
+
+    @classmethod
+    def from_values(cls, tenant_id: str, values: dict[str, Any], **overrides: Any) -> DeployPolicy:
+        """Build from a tenant's stored policy values (the ``Policy.as_dict()`` shape);
+        unknown keys (processors, resolution, ...) do not concern deployment and are ignored."""
+        known: dict[str, Any] = {
+            key: values[key]
+            for key in ("device_limit", "max_concurrent_jobs", "storage_quota_bytes")
+            if key in values and values[key] is not None
+        }
+        known.update({key: value for key, value in overrides.items() if value is not None})
+        return cls(tenant_id=tenant_id, **known)
