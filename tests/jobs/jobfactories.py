@@ -23,6 +23,10 @@ POSTGRES_HINT = (
 )
 
 
+# id(engine) -> the private PostgreSQL schema made for it
+_SCHEMAS: dict[int, str] = {}
+
+
 def postgres_url() -> str | None:
     url = os.environ.get("FACEGATE_TEST_POSTGRES_URL")
     if url is None and os.environ.get("CI") == "true":
@@ -47,13 +51,13 @@ def create_database(backend: str, tmp_path: Path) -> Engine:
     url = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
     migrate(url)
     engine = create_engine_from_url(url)
-    engine.info["test_schema"] = schema
+    _SCHEMAS[id(engine)] = schema
     return engine
 
 
 def drop_database(engine: Engine) -> None:
     """Dispose the engine; drop the private PostgreSQL schema a test made."""
-    schema = engine.info.get("test_schema")
+    schema = _SCHEMAS.pop(id(engine), None)
     engine.dispose()
     base = postgres_url()
     if schema and base:
