@@ -102,10 +102,12 @@ class Pipeline:
         The list index is the "source face index" that mappings refer to.
         """
         faces: list[Face] = []
-        for number, frame in enumerate(sources, start=1):
+        for index, frame in enumerate(sources):
             found = sort_faces(self.analyser.analyse(frame), self.spec.selector.order)
             if not found and self.needs_source:
-                raise NoFaceDetected(f"source image {number} has no face")
+                raise NoFaceDetected(f"source image {index + 1} has no face")
+            for face in found:
+                face.extra["source_frame"] = index  # which source image the face came from
             faces.extend(found)
         return faces
 
