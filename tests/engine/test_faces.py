@@ -238,3 +238,42 @@ def test_options_filter_and_limit(analyser: FaceAnalyser, photos: dict[str, Fram
     assert len(faces) == 3
     assert all(min(f.width, f.height) >= 40 for f in faces)
     assert [f.box[0] for f in faces] == sorted(f.box[0] for f in faces)
+
+
+def test_mesh_constants() -> None:
+    assert mesh.TRIANGLES.shape == (852, 3)
+    assert mesh.TRIANGLES.dtype == np.int32
+    assert len({tuple(sorted(t)) for t in mesh.TRIANGLES.tolist()}) == 852
+    assert not {(49, 64, 129), (279, 294, 358)} & {tuple(sorted(t)) for t in mesh.TRIANGLES}
+    assert mesh.MIRROR.shape == (478,)
+    np.testing.assert_array_equal(mesh.MIRROR[mesh.MIRROR], np.arange(478))
+    assert mesh.MIRROR[1] == 1  # nose tip on the midline
+    assert mesh.MIRROR[33] == 263  # outer eye corners
+    assert mesh.MIRROR[61] == 291  # mouth corners
+    assert mesh.MIRROR[468] == 473  # iris centres
+    for right, left in (
+        (mesh.RIGHT_EYE, mesh.LEFT_EYE),
+        (mesh.RIGHT_BROW, mesh.LEFT_BROW),
+        (mesh.RIGHT_IRIS, mesh.LEFT_IRIS),
+        (mesh.FACE_OVAL, mesh.FACE_OVAL),
+        (mesh.LIPS_INNER, mesh.LIPS_INNER),
+        (mesh.LIPS_OUTER, mesh.LIPS_OUTER),
+    ):
+        assert sorted(mesh.MIRROR[right].tolist()) == sorted(left.tolist())
+    assert (len(mesh.LEFT_EYE), len(mesh.LIPS_OUTER), len(mesh.LIPS_INNER)) == (16, 20, 20)
+    assert (len(mesh.FACE_OVAL), len(mesh.LEFT_BROW)) == (36, 10)
+    assert mesh.MIRROR_PAIRS.shape == (225, 2)
+    assert len(mesh.MIDLINE) == 478 - 2 * 225
+    with pytest.raises(ValueError, match="read-only"):
+        mesh.TRIANGLES[0, 0] = 1
+    with pytest.raises(ValueError, match="read-only"):
+        mesh.MIRROR[0] = 1
+
+
+def test_eye_contour_is_a_polygon_on_the_real_eye(analysed: dict[str, list[Face]]) -> None:
+    (face,) = analysed["man_frontal_glasses.jpg"]
+    contour = face.landmarks[mesh.LEFT_EYE, :2].astype(np.float32)
+    iris = tuple(float(v) for v in face.landmarks[mesh.LEFT_IRIS_CENTER, :2])
+    assert cv2.pointPolygonTest(contour, iris, False) > 0
+    # a simple (non self-crossing) polygon: its area equals its convex hull's up to the lids' bend
+    assert cv2.contourArea(contour) > 0.8 * cv2.contourArea(cv2.convexHull(contour))

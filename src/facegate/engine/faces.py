@@ -100,15 +100,25 @@ class _Graphs:
         self.crop_mesh = solutions.face_mesh.FaceMesh(
             static_image_mode=True, refine_landmarks=True, max_num_faces=1
         )
-        self.frame_mesh = solutions.face_mesh.FaceMesh(
-            static_image_mode=True,
-            refine_landmarks=True,
-            max_num_faces=options.fallback_max_faces,
-        )
+        self._solutions = solutions
+        self._fallback_max_faces = options.fallback_max_faces
+        self._frame_mesh: Any = None
+
+    @property
+    def frame_mesh(self) -> Any:
+        """Whole-frame FaceMesh, built on first use (most frames never need the fallback)."""
+        if self._frame_mesh is None:
+            self._frame_mesh = self._solutions.face_mesh.FaceMesh(
+                static_image_mode=True,
+                refine_landmarks=True,
+                max_num_faces=self._fallback_max_faces,
+            )
+        return self._frame_mesh
 
     def close(self) -> None:
-        for graph in (self.detector, self.crop_mesh, self.frame_mesh):
-            graph.close()
+        for graph in (self.detector, self.crop_mesh, self._frame_mesh):
+            if graph is not None:
+                graph.close()
 
 
 class FaceAnalyser:
