@@ -1,12 +1,14 @@
-"""Admin HTTP routes: tenants, policies and API keys (``admin`` scope)."""
+"""Tenancy HTTP routes: ``GET /v1/me`` (who am I) and the admin routes for tenants,
+policies and API keys (``admin`` scope)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Response, status
+from pydantic import BaseModel
 
-from facegate.api.deps import AdminDep, SessionDep
+from facegate.api.deps import AdminDep, PrincipalDep, SessionDep
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.tenancy.schemas import (
     KeyCreate,
@@ -20,66 +22,82 @@ from facegate.tenancy.schemas import (
 )
 from facegate.tenancy.service import TenancyService
 
-router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"], responses=PROBLEM_RESPONSES)
+admin_router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"], responses=PROBLEM_RESPONSES)
+router = APIRouter()
+
+
+class WhoAmI(BaseModel):
+    tenant_id: str
+    scopes: list[str]
+    actor: str
+
+
+@router.get("/v1/me", tags=["identity"], responses=PROBLEM_RESPONSES)
+def whoami(principal: PrincipalDep) -> WhoAmI:
+    """The identity these credentials resolve to (tenant, scopes, actor)."""
+    return WhoAmI(
+        tenant_id=principal.tenant_id, scopes=sorted(principal.scopes), actor=principal.actor
+    )
+
 
 _CONFLICT: dict[int | str, dict[str, Any]] = {409: problem_openapi("Conflict")}
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=_CONFLICT)
+@admin_router.post("", status_code=status.HTTP_201_CREATED, responses=_CONFLICT)
 def create_tenant(spec: TenantSpec, session: SessionDep, _: AdminDep) -> TenantOut:
     """Create a tenant. Accepts the specification's document as is (``tenant_id``,
     ``quota``, ``storage_path``; the latter is recorded but never used as a path)."""
     return TenantOut.model_validate(TenancyService(session).create_tenant(spec))
 
 
-@router.get("")
+@admin_router.get("")
 def list_tenants(session: SessionDep, _: AdminDep) -> list[TenantOut]:
     return [TenantOut.model_validate(t) for t in TenancyService(session).list_tenants()]
 
 
-@router.get("/{tenant_id}")
+@admin_router.get("/{tenant_id}")
 def get_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> TenantOut:
     return TenantOut.model_validate(TenancyService(session).get_tenant(tenant_id))
 
 
-@router.patch("/{tenant_id}")
+@admin_router.patch("/{tenant_id}")
 def update_tenant(
     tenant_id: str, update: TenantUpdate, session: SessionDep, _: AdminDep
 ) -> TenantOut:
     return TenantOut.model_validate(TenancyService(session).update_tenant(tenant_id, update))
 
 
-@router.delete("/{tenant_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_CONFLICT)
+@admin_router.delete("/{tenant_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_CONFLICT)
 def delete_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> Response:
     """Delete a suspended tenant and its rows (an active one answers 409)."""
     TenancyService(session).delete_tenant(tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{tenant_id}/suspend")
+@admin_router.post("/{tenant_id}/suspend")
 def suspend_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> TenantOut:
     """Suspend: the tenant's keys and tokens answer 401 until it is resumed."""
     return TenantOut.model_validate(TenancyService(session).set_status(tenant_id, "suspended"))
 
 
-@router.post("/{tenant_id}/resume")
+@admin_router.post("/{tenant_id}/resume")
 def resume_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> TenantOut:
     return TenantOut.model_validate(TenancyService(session).set_status(tenant_id, "active"))
 
 
-@router.get("/{tenant_id}/policy")
+@admin_router.get("/{tenant_id}/policy")
 def get_policy(tenant_id: str, session: SessionDep, _: AdminDep) -> PolicyOut:
     return PolicyOut.model_validate(TenancyService(session).get_policy(tenant_id))
 
 
-@router.put("/{tenant_id}/policy")
+@admin_router.put("/{tenant_id}/policy")
 def put_policy(tenant_id: str, spec: PolicySpec, session: SessionDep, _: AdminDep) -> PolicyOut:
     """Replace the policy (missing fields take defaults). Also accepts the specification's
     whole tenant document, whose ``quota`` becomes the policy."""
     return PolicyOut.model_validate(TenancyService(session).set_policy(tenant_id, spec))
 
 
-@router.post("/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
+@admin_router.post("/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(tenant_id: str, request: KeyCreate, session: SessionDep, _: AdminDep) -> KeyCreated:
     """Create an API key. The ``token`` is in this response only; it is stored hashed."""
     created = TenancyService(session).create_key(tenant_id, request)
@@ -87,12 +105,15 @@ def create_key(tenant_id: str, request: KeyCreate, session: SessionDep, _: Admin
     return KeyCreated(**out.model_dump(), token=created.token)
 
 
-@router.get("/{tenant_id}/keys")
+@admin_router.get("/{tenant_id}/keys")
 def list_keys(tenant_id: str, session: SessionDep, _: AdminDep) -> list[KeyOut]:
     return [KeyOut.model_validate(k) for k in TenancyService(session).list_keys(tenant_id)]
 
 
-@router.delete("/{tenant_id}/keys/{key_id}")
+@admin_router.delete("/{tenant_id}/keys/{key_id}")
 def revoke_key(tenant_id: str, key_id: str, session: SessionDep, _: AdminDep) -> KeyOut:
     """Revoke a key (kept for the audit trail; it answers 401 from now on)."""
     return KeyOut.model_validate(TenancyService(session).revoke_key(tenant_id, key_id))
+
+
+router.include_router(admin_router)
