@@ -183,3 +183,13 @@ def test_encode_validates_format_and_arrays() -> None:
         encode_image(frame.astype(np.float32), "png")  # type: ignore[arg-type]
     with pytest.raises(InvalidOptions, match="alpha"):
         encode_image(frame, "png", alpha=np.zeros((3, 4), np.uint8))
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP", "TIFF"])
+def test_exif_orientation_in_other_formats(fmt: str) -> None:
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = encode_sample(fmt, sample_rgb(40, 20), exif=exif)
+    info = probe_image(data, LIMITS)
+    loaded = load_image(data, LIMITS)
+    assert (info.width, info.height) == (loaded.width, loaded.height) == (20, 40)

@@ -96,7 +96,9 @@ def probe_image(data: bytes, limits: ImageLimits) -> ImageInfo:
     """Format and size from the header only, after the byte, type and pixel checks."""
     fmt, image = _open_checked(data, limits)
     width, height = image.size
-    if _orientation(image) in (5, 6, 7, 8):  # 90-degree rotations swap the axes
+    # A 90-degree orientation swaps the axes. Pillow's TIFF plugin already reports the
+    # oriented size (it applies the tag itself when it loads), so TIFF is left as it is.
+    if fmt != "tiff" and _orientation(image, header_only=True) in (5, 6, 7, 8):
         width, height = height, width
     return ImageInfo(fmt, width, height)
 
@@ -249,9 +251,18 @@ def _header_size(data: bytes, fmt: ImageFormat) -> tuple[int, int] | None:
     raise CorruptMedia("WebP data has no VP8, VP8L or VP8X header (damaged)")
 
 
-def _orientation(image: Image.Image) -> int:
+def _orientation(image: Image.Image, header_only: bool = False) -> int:
+    """The EXIF orientation tag (1 = upright). header_only reads what the header parse found:
+    Pillow's PNG getexif() decodes the whole image to look for an eXIf chunk after IDAT."""
     try:
-        value = image.getexif().get(0x0112, 1)
+        if header_only:
+            raw = image.info.get("exif")
+            exif = Image.Exif()
+            if isinstance(raw, bytes):
+                exif.load(raw)
+        else:
+            exif = image.getexif()
+        value = exif.get(0x0112, 1)
     except Exception:
         return 1  # unreadable EXIF is ignored, as load_image does
     return value if isinstance(value, int) else 1
