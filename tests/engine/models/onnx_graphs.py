@@ -107,3 +107,35 @@ def arcface_graph(path: Path, weights: np.ndarray) -> Path:
         helper.make_node("MatMul", ["m", "w"], ["output"]),
     ]
     return save_graph(path, nodes, [("input", [1, 3, 112, 112])], [("output", [1, 512])])
+
+
+def upscale_graph(path: Path, scale: int, gain: float, offset: float) -> Path:
+    """Nearest-neighbour ×scale, then ``x*gain + offset``: pointwise, so tiling must not show."""
+    nodes = [
+        const("scales", np.array([1, 1, scale, scale], np.float32)),
+        helper.make_node("Resize", ["input", "", "scales"], ["up"], mode="nearest"),
+        const("g", np.array(gain)),
+        const("o", np.array(offset)),
+        helper.make_node("Mul", ["up", "g"], ["m"]),
+        helper.make_node("Add", ["m", "o"], ["output"]),
+    ]
+    return save_graph(path, nodes, [("input", [1, 3, "h", "w"])], [("output", [1, 3, "H", "W"])])
+
+
+def codeformer_graph(path: Path, size: int = 512) -> Path:
+    """output = input * weight (the float64 ``weight`` input cast to float)."""
+    weight = helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1])
+    nodes = [
+        helper.make_node("Cast", ["weight"], ["wf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["input", "wf"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "codeformer",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size]), weight],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
+    )
+    model = helper.make_model(graph, opset_imports=OPSET)
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path

@@ -45,7 +45,7 @@ _TABLE: dict[str, tuple[str, str, str, list[tuple[str, str, str]], dict[str, obj
                 "713ee713b0353afaa27976f0563a64a5043bd70b9bd8936c2e26e25ebcdbcddf",
             ),
         ],
-        {"scale": 4, "runtime": "ncnn", "tile": 96, "overlap": 12},
+        {"scale": 4, "runtime": "ncnn", "tile": 64, "overlap": 8},
     ),
     "realesr_animevideov3_x2": (
         "frame_enhancer",
