@@ -147,3 +147,12 @@ async def test_token_without_admin_scope_is_403_naming_it(make_client: Any) -> N
     assert response.status_code == 403
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["scope"] == "admin"
+
+
+def test_keys_without_issuer_or_audience_fail_loudly() -> None:
+    from facegate.settings import Settings
+    from facegate.tenancy.jwt import JwtVerifier
+
+    with pytest.raises(ValueError, match="ISSUER"):
+        JwtVerifier.from_settings(Settings(_env_file=None, jwt_hs_secret=HS_SECRET))  # type: ignore[call-arg]
+    assert JwtVerifier.from_settings(Settings(_env_file=None)) is None  # type: ignore[call-arg]

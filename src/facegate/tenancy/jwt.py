@@ -92,6 +92,12 @@ class JwtVerifier:
     @classmethod
     def from_settings(cls, settings: Settings) -> JwtVerifier | None:
         if not settings.jwt_enabled:
+            has_key = settings.jwt_hs_secret or settings.jwt_public_key
+            if has_key or settings.jwt_public_key_file or settings.jwt_jwks_file:
+                # Keys without issuer/audience would silently accept no token at all.
+                raise ValueError(
+                    "JWT keys are configured: set FACEGATE_JWT_ISSUER and FACEGATE_JWT_AUDIENCE too"
+                )
             return None
         assert settings.jwt_issuer is not None
         assert settings.jwt_audience is not None
