@@ -60,3 +60,15 @@ class Cancelled(EngineError):
     """The caller asked the run to stop."""
 
     code = "cancelled"
+
+
+class ContentPolicyViolation(EngineError):
+    """Moderation blocked an input or output (``what`` was checked, ``score`` it got)."""
+
+    code = "content-policy"
+
+    def __init__(self, detail: str, *, what: str, score: float, threshold: float) -> None:
+        super().__init__(detail)
+        self.what = what
+        self.score = score
+        self.threshold = threshold

