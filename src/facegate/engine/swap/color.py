@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from facegate.engine.swap.filters import gaussian_blur
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.types import Frame
 
@@ -43,7 +44,7 @@ def from_lab(lab: FloatArray) -> Frame:
 def detail_layer(image: Frame, sigma: float) -> FloatArray:
     """High-pass of ``image`` in L*a*b* (image minus its Gaussian low-pass)."""
     lab = to_lab(image)
-    return np.asarray(lab - cv2.GaussianBlur(lab, (0, 0), sigma), dtype=np.float32)
+    return np.asarray(lab - gaussian_blur(lab, sigma), dtype=np.float32)
 
 
 def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
@@ -64,7 +65,7 @@ def match_lighting(
     mouth). A grayscale source contributes no chroma detail.
     """
     dst = to_lab(target)
-    base = np.asarray(cv2.GaussianBlur(dst, (0, 0), sigma), dtype=np.float32)
+    base = np.asarray(gaussian_blur(dst, sigma), dtype=np.float32)
     inside = skin > 0.5
     s_std = _masked_std(detail[..., 0], inside)
     t_std = _masked_std(dst[..., 0] - base[..., 0], inside)

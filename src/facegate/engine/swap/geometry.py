@@ -44,21 +44,27 @@ def facing_cosines(points: FloatArray, triangles: IntArray = TRIANGLES) -> Float
 def triangle_affines(dst: FloatArray, src: FloatArray) -> FloatArray:
     """(T, 2, 3) affine maps taking each dst triangle (T,3,2) onto its src triangle (T,3,2).
 
+    Closed form per triangle (barycentric differences), vectorised over all triangles: a
+    batched LAPACK solve of 852 tiny systems costs milliseconds, this costs microseconds.
     Degenerate dst triangles get the map of their first vertex's translation only; they
     cover no pixels of the raster, so the value never matters but must stay finite.
     """
-    ones = np.ones((dst.shape[0], 3, 1), np.float64)
-    d = np.concatenate([dst.astype(np.float64), ones], axis=2)  # (T, 3, 3): rows [x y 1]
-    det = np.linalg.det(d)
+    d = dst.astype(np.float64)
+    s = src.astype(np.float64)
+    e1, e2 = d[:, 1] - d[:, 0], d[:, 2] - d[:, 0]  # (T, 2) dst edges
+    f1, f2 = s[:, 1] - s[:, 0], s[:, 2] - s[:, 0]  # (T, 2) src edges
+    det = e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]
     ok = np.abs(det) > 1e-6
-    affines = np.zeros((dst.shape[0], 2, 3), np.float64)
-    affines[:, 0, 0] = affines[:, 1, 1] = 1.0
-    affines[:, :, 2] = src[:, 0, :] - dst[:, 0, :]
-    if ok.any():
-        # Solve d @ X = s for X (3x2); the affine is X transposed.
-        solved = np.linalg.solve(d[ok], src[ok].astype(np.float64))
-        affines[ok] = np.transpose(solved, (0, 2, 1))
-    return affines.astype(np.float32)
+    safe = np.where(ok, det, 1.0)
+    # Linear part L with L @ [e1 e2] = [f1 f2]  =>  L = [f1 f2] @ inv([e1 e2]).
+    inv = np.empty((len(d), 2, 2))
+    inv[:, 0, 0], inv[:, 0, 1] = e2[:, 1] / safe, -e2[:, 0] / safe
+    inv[:, 1, 0], inv[:, 1, 1] = -e1[:, 1] / safe, e1[:, 0] / safe
+    edges = np.stack([f1, f2], axis=-1)  # (T, 2, 2): columns f1, f2
+    linear = np.einsum("tij,tjk->tik", edges, inv)
+    linear[~ok] = np.eye(2)
+    shift = s[:, 0] - np.einsum("tij,tj->ti", linear, d[:, 0])
+    return np.concatenate([linear, shift[:, :, None]], axis=2).astype(np.float32)
 
 
 def rasterise_ids(

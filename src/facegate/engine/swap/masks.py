@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from facegate.engine import mesh
+from facegate.engine.swap.filters import erode_blur, gaussian_blur
 from facegate.engine.swap.geometry import FloatArray
 
 #: Fraction of the forehead (brows → top of the mesh) that stays in the mask. The mesh's
@@ -83,10 +84,7 @@ def face_mask(
     width = float(np.ptp(points[mesh.FACE_OVAL, 0]))
     sigma = blur * 0.08 * width
     if sigma >= 0.5:
-        radius = max(1, round(1.5 * sigma))
-        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1,) * 2)
-        mask = np.asarray(cv2.erode(mask, kernel), dtype=np.float32)
-        mask = np.asarray(cv2.GaussianBlur(mask, (0, 0), sigma), dtype=np.float32)
+        mask = erode_blur(mask, max(1, round(1.5 * sigma)), sigma)
     return np.clip(mask, 0.0, 1.0).astype(np.float32)
 
 
@@ -126,4 +124,4 @@ def keep_mask(
             region = np.asarray(cv2.dilate(region, kernel), dtype=np.float32)
         keep = np.maximum(keep, region)
     sigma = max(0.5, 0.01 * width)
-    return np.clip(cv2.GaussianBlur(keep, (0, 0), sigma), 0.0, 1.0).astype(np.float32)
+    return np.clip(gaussian_blur(keep, sigma), 0.0, 1.0).astype(np.float32)
