@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "deploy": "facegate.cli.deploy:deploy",
     "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",
+    "models": "facegate.cli.models:models",
     "serve": "facegate.cli.serve:serve",
     "swap": "facegate.cli.swap:swap",
     "tenant": "facegate.cli.tenant:tenant",
