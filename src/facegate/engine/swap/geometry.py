@@ -64,7 +64,8 @@ def triangle_affines(dst: FloatArray, src: FloatArray) -> FloatArray:
     linear = np.einsum("tij,tjk->tik", edges, inv)
     linear[~ok] = np.eye(2)
     shift = s[:, 0] - np.einsum("tij,tj->ti", linear, d[:, 0])
-    return np.concatenate([linear, shift[:, :, None]], axis=2).astype(np.float32)
+    affines: FloatArray = np.concatenate([linear, shift[:, :, None]], axis=2).astype(np.float32)
+    return affines
 
 
 def rasterise_ids(

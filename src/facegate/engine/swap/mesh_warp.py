@@ -34,6 +34,11 @@ LOW_PASS = 0.035
 #: A source face more than this many times larger than the target is downscaled first
 #: (remap interpolates linearly and would alias).
 MAX_SOURCE_RATIO = 1.5
+#: A target face larger than the source face (and than this many pixels, forehead → chin)
+#: is swapped at a working scale where it matches the source: the texture can hold no more
+#: detail than the source has, and the target's part (its low-pass shading) is smooth, so
+#: only the final blend runs at full size. Cost then stops growing with the target's size.
+MIN_WORK_SIZE = 256.0
 
 
 @dataclass(frozen=True)
@@ -116,9 +121,11 @@ class MeshWarpBackend:
             stamps[name] = now - clock
             clock = now
 
-        shape = (y1 - y0, x1 - x0)
-        target = frame[y0:y1, x0:x1]
-        points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        full_shape = (y1 - y0, x1 - x0)
+        full_target = frame[y0:y1, x0:x1]
+        full_points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        target, points = _working_scale(full_target, full_points, source_state.size)
+        shape = (target.shape[0], target.shape[1])
         source_image, source_detail, source_points = _scaled_source(
             source_state, face_height(points)
         )
@@ -147,15 +154,33 @@ class MeshWarpBackend:
             face = transfer_colour(warp.image, target, skin, source_state.grayscale)
         stage("colour")
 
+        if shape != full_shape:
+            size = (full_shape[1], full_shape[0])
+            face = np.asarray(cv2.resize(face, size, interpolation=cv2.INTER_LINEAR), np.uint8)
+            mask = np.asarray(cv2.resize(mask, size, interpolation=cv2.INTER_LINEAR), np.float32)
         if options.mask == "poisson":
-            blended = poisson_blend(target, face, mask, options.blend)
+            blended = poisson_blend(full_target, face, mask, options.blend)
         else:
-            blended = feather_blend(target, face, mask, options.blend)
+            blended = feather_blend(full_target, face, mask, options.blend)
         out[y0:y1, x0:x1] = blended
         stage("blend")
         if timings is not None:
             timings.update(stamps)
         return out
+
+
+def _working_scale(
+    target: Frame, points: FloatArray, source_size: float
+) -> tuple[Frame, FloatArray]:
+    """The target region and its landmarks at the working scale (see MIN_WORK_SIZE)."""
+    scale = max(source_size, MIN_WORK_SIZE) / max(face_height(points), 1.0)
+    if scale >= 0.9:  # resampling for a 10 % saving would cost more than it saves
+        return target, points
+    h, w = target.shape[:2]
+    size = (max(8, round(w * scale)), max(8, round(h * scale)))
+    small = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA), np.uint8)
+    factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
+    return small, (points * factors).astype(np.float32)
 
 
 def _scaled_source(
