@@ -21,7 +21,9 @@ def parse_mapping(text: str | None) -> list[list[int]] | None:
     for item in text.split(","):
         left, sep, right = item.strip().partition(":")
         if not sep or not left.isdigit() or not right.isdigit():
-            raise click.BadParameter(f"{item!r} is not SOURCE:TARGET (e.g. 0:1,1:0)", param_hint="--map")
+            raise click.BadParameter(
+                f"{item!r} is not SOURCE:TARGET (e.g. 0:1,1:0)", param_hint="--map"
+            )
         pairs.append([int(left), int(right)])
     return pairs
 
@@ -51,22 +53,53 @@ def build_spec_document(
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write the result; its suffix picks the format (.jpg .png .webp).")
-@click.option("--processors", default="face_swapper", show_default=True,
-              help="Comma-separated processors, run in order (e.g. face_swapper,face_debugger).")
-@click.option("--selector", type=click.Choice(["one", "many", "reference"]), default="many",
-              show_default=True, help="Which target faces to process.")
-@click.option("--order", default="large-small", show_default=True,
-              help="Face order: large-small, small-large, left-right, right-left, top-bottom, "
-                   "bottom-top, best-worst, worst-best.")
-@click.option("--reference", type=click.Path(dir_okay=False, path_type=Path),
-              help="Image of the person to replace (with --selector reference).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the result; its suffix picks the format (.jpg .png .webp).",
+)
+@click.option(
+    "--processors",
+    default="face_swapper",
+    show_default=True,
+    help="Comma-separated processors, run in order (e.g. face_swapper,face_debugger).",
+)
+@click.option(
+    "--selector",
+    type=click.Choice(["one", "many", "reference"]),
+    default="many",
+    show_default=True,
+    help="Which target faces to process.",
+)
+@click.option(
+    "--order",
+    default="large-small",
+    show_default=True,
+    help="Face order: large-small, small-large, left-right, right-left, top-bottom, "
+    "bottom-top, best-worst, worst-best.",
+)
+@click.option(
+    "--reference",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Image of the person to replace (with --selector reference).",
+)
 @click.option("--map", "mapping", help="Explicit pairs SOURCE_FACE:TARGET_FACE, e.g. 0:1,1:0.")
-@click.option("--blend", type=click.FloatRange(0, 1), default=1.0, show_default=True,
-              help="Swap strength (0 keeps the target).")
-@click.option("--mask", type=click.Choice(["feather", "poisson"]), default="feather",
-              show_default=True, help="Blend mode at the face border.")
+@click.option(
+    "--blend",
+    type=click.FloatRange(0, 1),
+    default=1.0,
+    show_default=True,
+    help="Swap strength (0 keeps the target).",
+)
+@click.option(
+    "--mask",
+    type=click.Choice(["feather", "poisson"]),
+    default="feather",
+    show_default=True,
+    help="Blend mode at the face border.",
+)
 @click.option("--output-quality", type=click.IntRange(1, 100), default=90, show_default=True)
 def swap(
     paths: tuple[Path, ...],
@@ -91,9 +124,21 @@ def swap(
     if fmt is None:
         raise click.UsageError(f"unknown output suffix {output.suffix!r} (use .jpg, .png or .webp)")
     try:
-        run_swap(paths, output, reference, build_spec_document(
-            processors=processors, selector=selector, order=order, mapping=mapping,
-            blend=blend, mask=mask, output_format=fmt, quality=output_quality))
+        run_swap(
+            paths,
+            output,
+            reference,
+            build_spec_document(
+                processors=processors,
+                selector=selector,
+                order=order,
+                mapping=mapping,
+                blend=blend,
+                mask=mask,
+                output_format=fmt,
+                quality=output_quality,
+            ),
+        )
     except EngineError as exc:
         click.echo(f"error: {exc.code}: {exc.detail}", err=True)
         sys.exit(2)

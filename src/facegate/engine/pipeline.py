@@ -21,7 +21,7 @@ from facegate.engine.errors import InvalidOptions, NoFaceDetected
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
-from facegate.engine.selection import SelectorSpec, select_faces
+from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
@@ -129,7 +129,7 @@ class Pipeline:
             on_stage=on_stage,
         )
         ctx.check_cancelled()
-        ctx.source_faces = self.analyse_sources(sources)
+        ctx.source_faces = prepare_sources(self.analyse_sources(sources), self.spec.selector)
         reference_faces: list[Face] = []
         if reference is not None:
             reference_faces = sort_faces(self.analyser.analyse(reference), self.spec.selector.order)
