@@ -1,0 +1,41 @@
+"""Peak memory stays flat as the video grows: bounded queues, nothing accumulated per frame."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from videoclips import create_clip
+
+# Each run in a fresh interpreter so ru_maxrss is that run's own peak.
+_RUN = """
+import resource, sys, cv2
+from pathlib import Path
+from facegate.engine.video import process_video, VideoOptions
+def work(frame):
+    # a face-sized edit, like a swap: touches a region, returns the frame
+    frame[200:460, 500:760] = cv2.GaussianBlur(frame[200:460, 500:760], (9, 9), 0)
+    return frame
+process_video(Path(sys.argv[1]), Path(sys.argv[2]), work, VideoOptions(preset="ultrafast"))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_kb(src: Path, dst: Path) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(src), str(dst)],
+        capture_output=True, text=True, check=True, timeout=600,
+    )
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_sixty_seconds_need_no_more_memory_than_ten(tmp_path: Path) -> None:
+    short = create_clip(tmp_path / "10s.mp4", seconds=10, width=1280, height=720)
+    long = create_clip(tmp_path / "60s.mp4", seconds=60, width=1280, height=720)
+    short_peak = peak_rss_kb(short, tmp_path / "o10.mp4")
+    long_peak = peak_rss_kb(long, tmp_path / "o60.mp4")
+    print(f"peak RSS: 10 s {short_peak / 1024:.0f} MiB, 60 s {long_peak / 1024:.0f} MiB")
+    assert long_peak <= 1.2 * short_peak
