@@ -1,8 +1,11 @@
 # The two commands of the README. Both do the whole set-up first (scripts/setup is idempotent).
-.PHONY: setup demo test lint bench
+.PHONY: setup serve demo test lint bench
 
 setup:
 	@scripts/setup
+
+serve: setup
+	.venv/bin/facegate serve --demo
 
 demo: setup
 	@mkdir -p out
