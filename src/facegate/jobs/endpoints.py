@@ -97,7 +97,8 @@ def submit_job(
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
     state = get_state(request)
     policy = TenancyService(session).get_policy(principal.tenant_id)
-    # End the read transaction now: the submission takes SQLite's write lock below.
+    # End the request's transaction (authentication may have written to it) before the
+    # submission asks for SQLite's write lock.
     session.commit()
     submission = Submission(
         tenant_id=principal.tenant_id,
@@ -162,12 +163,17 @@ def get_job(job_id: uuid.UUID, session: SessionDep, principal: ReadPrincipal) ->
 
 
 @router.delete("/jobs/{job_id}", responses={409: problem_openapi("Already finished")})
-def cancel_job(job_id: uuid.UUID, request: Request, principal: WritePrincipal) -> JobOut:
+def cancel_job(
+    job_id: uuid.UUID, request: Request, session: SessionDep, principal: WritePrincipal
+) -> JobOut:
     """Cancel: a queued job at once, a running one between two stages. A finished job is
     returned unchanged."""
     state = get_state(request)
-    with session_scope(write_sessions(state)) as session:
-        job = JobService(session, tenant_store_for(state.settings.storage_url)).cancel(
+    # End the request's transaction (authentication may have written to it) before the
+    # write transaction below asks for SQLite's write lock.
+    session.commit()
+    with session_scope(write_sessions(state)) as write:
+        job = JobService(write, tenant_store_for(state.settings.storage_url)).cancel(
             principal.tenant_id, job_id
         )
         return JobOut.of(job)
