@@ -33,6 +33,10 @@ class Settings(BaseSettings):
 
     # Serving
     workers: int = Field(default=2, ge=0, le=256)
+    # A running job's lease: renewed every third of it; a job whose worker vanished (crash,
+    # SIGKILL) is requeued once it expires.
+    job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
+    job_poll_seconds: float = Field(default=0.5, gt=0, le=60)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     tls_cert: Path | None = None

@@ -25,12 +25,13 @@ from facegate.tenancy.jwt import JwtVerifier
 ROUTERS: tuple[str, ...] = (
     "facegate.api.health:router",
     "facegate.tenancy.endpoints:router",
+    "facegate.jobs.endpoints:router",
 )
 
 # A background service is a callable taking the AppState and returning an async context
 # manager: entered after migrations at start-up, exited (in reverse order) at shutdown.
 ServiceFactory = Callable[[AppState], AbstractAsyncContextManager[Any]]
-SERVICES: tuple[str, ...] = ()
+SERVICES: tuple[str, ...] = ("facegate.jobs.runtime:workers_service",)
 
 
 def load(target: str) -> Any:
