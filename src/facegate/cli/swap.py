@@ -120,6 +120,25 @@ def swap(
     """
     if len(paths) < 2:
         raise click.UsageError("give at least one SOURCE and a TARGET")
+    from facegate.cli.swap_video import is_video_target, run_video_swap
+
+    if is_video_target(paths[-1]):
+        document = build_spec_document(
+            processors=processors,
+            selector=selector,
+            order=order,
+            mapping=mapping,
+            blend=blend,
+            mask=mask,
+            output_format="jpeg",
+            quality=output_quality,
+        )
+        try:
+            run_video_swap(paths, output, reference, document)
+        except EngineError as exc:
+            click.echo(f"error: {exc.code}: {exc.detail}", err=True)
+            sys.exit(2)
+        return
     fmt = FORMATS_BY_SUFFIX.get(output.suffix.lower())
     if fmt is None:
         raise click.UsageError(f"unknown output suffix {output.suffix!r} (use .jpg, .png or .webp)")

@@ -1,0 +1,58 @@
+"""``facegate swap`` on a video target: the same pipeline, frames tracked, a progress bar."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def is_video_target(path: Path) -> bool:
+    """Decided by the file's content, never its name (a missing file is not a video)."""
+    from facegate.engine.video import is_video_file
+
+    return path.is_file() and is_video_file(path)
+
+
+def run_video_swap(
+    paths: tuple[Path, ...],
+    output: Path,
+    reference: Path | None,
+    document: dict[str, Any],
+) -> None:
+    """Run the pipeline over the video ``paths[-1]`` into ``output`` (.mp4 .mov .mkv .webm)."""
+    from pydantic import ValidationError
+
+    from facegate.engine.errors import InvalidOptions
+    from facegate.engine.image import ImageLimits, load_image_file
+    from facegate.engine.pipeline import Pipeline, PipelineSpec
+    from facegate.engine.video import VideoProgress
+    from facegate.engine.video.options import container_for
+
+    container_for(output)  # refuse an unknown output suffix before any work
+    try:
+        spec = PipelineSpec.model_validate({**document, "output": {}})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidOptions(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    limits = ImageLimits()
+    *source_paths, target_path = paths
+    sources = [load_image_file(path, limits).frame for path in source_paths]
+    ref = load_image_file(reference, limits).frame if reference else None
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with click.progressbar(length=1, label="swapping", show_pos=True, file=None) as bar:
+
+        def report(progress: VideoProgress) -> None:
+            bar.length = progress.frames_total
+            bar.update(progress.frames_done - bar.pos)
+            bar.label = f"swapping {progress.fps:5.1f} fps"
+
+        result = Pipeline(spec).run_video(
+            sources, target_path, output, reference=ref, on_progress=report
+        )
+    click.echo(
+        f"{result.frames} frames, {result.width}x{result.height}, "
+        f"{result.frames / max(result.seconds, 1e-6):.1f} fps -> {output}",
+        err=True,
+    )
