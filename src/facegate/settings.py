@@ -44,6 +44,16 @@ class Settings(BaseSettings):
     demo: bool = False
     log_level: str = "info"
 
+    # Observability (facegate.observability; docs/observability.md)
+    log_format: Literal["json", "console"] = "json"
+    access_log: bool = True
+    metrics_enabled: bool = True
+    # Tenants with their own `tenant` label value per process; later ones share "other"
+    # (0: none). Bounds the number of Prometheus series.
+    metrics_tenant_cap: int = Field(default=100, ge=0, le=10_000)
+    metrics_token: SecretStr | None = None  # when set, /metrics needs "Bearer <token>"
+    usage_event_source: str = "facegate"  # CloudEvents `source` of exported usage
+
     # JWT: which algorithms are accepted is decided by which keys are configured, and each
     # key only verifies tokens of its own family (see facegate.tenancy.jwt).
     jwt_algorithms: list[JwtAlgorithm] = Field(default_factory=lambda: list(_ALL_JWT_ALGORITHMS))
