@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -44,6 +45,17 @@ class Job(Base):
         Index("ix_jobs_status_priority_created", "status", "priority", "created_at"),
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
         Index("ix_jobs_tenant_status", "tenant_id", "status"),
+        # The claim's queue head per tenant: an index scan of one row, however long the
+        # queue (a noisy tenant with 10,000 queued jobs costs the same as a quiet one).
+        Index(
+            "ix_jobs_queued_head",
+            "tenant_id",
+            "priority",
+            "created_at",
+            "id",
+            sqlite_where=text("status = 'queued'"),
+            postgresql_where=text("status = 'queued'"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -64,6 +76,9 @@ class Job(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # Set while the job runs on a worker that holds an accelerator: the tenant's
+    # device_limit caps how many of its running jobs have it set.
+    holds_device: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
 
     progress: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     stage: Mapped[str | None] = mapped_column(String(64), default=None)
@@ -85,3 +100,25 @@ class Job(Base):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class WorkerRecord(Base):
+    """A worker process of the cluster shape, as it last reported itself (its heartbeat).
+
+    Operators read it (who serves which tenants, who went silent); the queue never needs it:
+    a job's own lease is what hands it to another worker when its worker vanishes.
+    """
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255), nullable=False)
+    pid: Mapped[int] = mapped_column(Integer, nullable=False)
+    # None: every tenant of logical isolation; else the tenants this worker is dedicated to.
+    tenants: Mapped[list[str] | None] = mapped_column(JSON, default=None)
+    concurrency: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="running")
+    running_jobs: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False, default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False, default=utcnow)
+    stopped_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
