@@ -26,7 +26,10 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def peak_rss_kb(src: Path, dst: Path) -> int:
     done = subprocess.run(
         [sys.executable, "-c", _RUN, str(src), str(dst)],
-        capture_output=True, text=True, check=True, timeout=600,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
     )
     return int(done.stdout.strip().splitlines()[-1])
 

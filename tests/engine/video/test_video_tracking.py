@@ -23,8 +23,11 @@ def analyser() -> FaceAnalyser:
 def test_static_face_jitters_under_a_third_of_a_pixel(
     tmp_path: Path, analyser: FaceAnalyser
 ) -> None:
-    frames = decode_all(create_clip(tmp_path / "still.mp4", seconds=1.0, motion=False,
-                                    audio=False, width=1280, height=720))
+    frames = decode_all(
+        create_clip(
+            tmp_path / "still.mp4", seconds=1.0, motion=False, audio=False, width=1280, height=720
+        )
+    )
     tracker = FaceTracker(analyser)
     landmarks = []
     for index, frame in enumerate(frames):
