@@ -76,12 +76,11 @@ def is_video_file(path: Path) -> bool:
 def _open_input(path: Path) -> av.container.InputContainer:
     try:
         return av.open(str(path), "r")
-    except (av.error.InvalidDataError, av.error.EOFError) as exc:
+    except av.error.FFmpegError as exc:
+        # A known container signature that FFmpeg cannot read is damaged, not foreign.
         if is_video_file(path):
             raise CorruptMedia(f"the video container cannot be read (truncated?): {exc}") from None
         raise UnsupportedMedia("not a video file this service can read") from None
-    except av.error.FFmpegError as exc:
-        raise UnsupportedMedia(f"cannot open the video: {exc}") from None
 
 
 def _count_packets(container: av.container.InputContainer, stream: av.VideoStream) -> int:
