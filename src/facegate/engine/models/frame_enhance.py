@@ -35,10 +35,10 @@ FRAME_ENHANCERS: dict[str, FrameEnhancerSpec] = {
     "real_web_photo_x4": FrameEnhancerSpec(4, (64, 4, 2)),
     "ultra_sharp_2_x4": FrameEnhancerSpec(4, (1024, 64, 32)),
     # Built in (ncnn, CPU). x4plus is a large RRDB net: ~4 GB for one 256² tile, so small
-    # tiles keep memory bounded (see benchmarks/models_bench.py for the measured cost).
-    "real_esrgan_x4plus": FrameEnhancerSpec(4, (64, 8, 8), "ncnn"),
-    "realesr_animevideov3_x2": FrameEnhancerSpec(2, (192, 8, 12), "ncnn"),
-    "realesr_animevideov3_x4": FrameEnhancerSpec(4, (192, 8, 12), "ncnn"),
+    # tiles keep memory bounded (96² peaked under 1 GB RSS; see benchmarks/models_bench.py).
+    "real_esrgan_x4plus": FrameEnhancerSpec(4, (96, 0, 8), "ncnn"),
+    "realesr_animevideov3_x2": FrameEnhancerSpec(2, (192, 0, 8), "ncnn"),
+    "realesr_animevideov3_x4": FrameEnhancerSpec(4, (192, 0, 8), "ncnn"),
 }
 
 

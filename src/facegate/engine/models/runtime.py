@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +21,10 @@ import onnxruntime as ort
 
 Device = Literal["auto", "cuda", "cpu"]
 PREFERRED_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
+
+# Called with (kind, seconds) after each model load ("onnx" | "ncnn"); the service adds its
+# metrics here, so the engine itself depends on nothing of the service.
+LOAD_LISTENERS: list[Callable[[str, float], None]] = []
 
 
 def available_providers(device: Device = "auto") -> tuple[str, ...]:
@@ -131,6 +135,8 @@ class InferencePool:
                 self.stats.loaded["|".join(key[:2])] = seconds
                 self.stats.bytes_held += size
                 self._evict_locked(keep=key)
+            for listener in LOAD_LISTENERS:
+                listener(key[0], seconds)
             return value
 
     def _evict_locked(self, keep: tuple[str, ...]) -> None:
