@@ -13,6 +13,7 @@ import click
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
+    "api": "facegate.cli.api:api",
     "deploy": "facegate.cli.deploy:deploy",
     "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",
@@ -20,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "serve": "facegate.cli.serve:serve",
     "swap": "facegate.cli.swap:swap",
     "tenant": "facegate.cli.tenant:tenant",
+    "worker": "facegate.cli.worker:worker",
 }
 
 

@@ -1,0 +1,54 @@
+"""``facegate api``: the HTTP API alone, for the cluster shape (workers run elsewhere)."""
+
+from __future__ import annotations
+
+import click
+
+from facegate.database import migrate
+from facegate.settings import get_settings
+
+
+@click.command()
+@click.option("--host", default=None, help="Bind address (FACEGATE_HOST, default 127.0.0.1).")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port (FACEGATE_PORT, 8000)."
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Uvicorn worker processes (the API is stateless; PostgreSQL holds the state).",
+)
+def api(host: str | None, port: int | None, processes: int) -> None:
+    """Serve the API without job workers: `facegate worker` processes run the jobs."""
+    import uvicorn
+
+    # No in-process workers whatever FACEGATE_WORKERS says: this process only accepts work.
+    settings = get_settings(host=host, port=port, workers=0)
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise click.UsageError("FACEGATE_TLS_CERT and FACEGATE_TLS_KEY go together")
+    migrate(settings.database_url)
+    common = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level.lower(),
+        "ssl_certfile": str(settings.tls_cert) if settings.tls_cert else None,
+        "ssl_keyfile": str(settings.tls_key) if settings.tls_key else None,
+    }
+    if processes == 1:
+        from facegate.api.app import create_app
+
+        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+        return
+    # Several processes re-import the app by name; they read the same FACEGATE_* settings.
+    import os
+
+    os.environ["FACEGATE_WORKERS"] = "0"
+    uvicorn.run("facegate.cli.api:app_from_environment", factory=True, workers=processes, **common)  # type: ignore[arg-type]
+
+
+def app_from_environment() -> object:
+    from facegate.api.app import create_app
+
+    return create_app(get_settings(workers=0))

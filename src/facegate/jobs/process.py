@@ -1,0 +1,208 @@
+"""``facegate worker``: one worker process of the cluster shape.
+
+It claims jobs with the cross-process fair claim (PostgreSQL), wakes on LISTEN/NOTIFY,
+beats its heartbeat, reaps expired leases, answers probes on its own port, and on SIGTERM
+stops claiming, lets the jobs in hand finish within a grace period and hands back the rest
+(status queued, lease cleared, the attempt not counted).
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+import structlog
+from sqlalchemy import Engine, text
+
+from facegate.database import create_engine_from_url, migrate, session_scope
+from facegate.jobs import leases
+from facegate.jobs.claim import JobClaimer, LockingClaimer
+from facegate.jobs.claim_postgres import PostgresClaimer, ServedTenants
+from facegate.jobs.heartbeat import Heartbeat
+from facegate.jobs.notify import ANY_TENANT, QueueListener
+from facegate.jobs.probes import ProbeServer
+from facegate.jobs.reaper import reap_expired_leases
+from facegate.jobs.runner import EngineRunner, JobRunner
+from facegate.jobs.runtime import tenant_store_for
+from facegate.jobs.worker import WorkerConfig, WorkerPool
+from facegate.settings import Settings
+from facegate.storage.tenant import TenantStore
+
+log = structlog.get_logger("facegate.worker")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What ``facegate worker`` was asked to do (flags or FACEGATE_WORKER_* variables)."""
+
+    served: ServedTenants
+    concurrency: int = 2
+    grace_seconds: float = 30.0
+    heartbeat_seconds: float = 5.0
+    uses_device: bool = False
+    runner: str | None = None  # "module:factory" of a JobRunner; default: the engine
+    probe_port: int | None = None
+
+
+def make_claimer(engine: Engine, served: ServedTenants) -> JobClaimer:
+    """The cluster claim on PostgreSQL; on SQLite the serialised claim (one machine)."""
+    if engine.dialect.name == "postgresql":
+        return PostgresClaimer(engine, served)
+    if served.tenants is not None:
+        raise ValueError("dedicated workers (--tenants) need PostgreSQL")
+    return LockingClaimer(engine)
+
+
+def load_runner(target: str | None, tenant_store: TenantStore) -> JobRunner:
+    """The engine runner, or ``module:factory`` called with the TenantStore (a plug-in
+    runner: another engine build, or the cheap runner the queue's acceptance tests use)."""
+    if target is None:
+        return EngineRunner(tenant_store)
+    module_name, _, attribute = target.partition(":")
+    factory = getattr(importlib.import_module(module_name), attribute)
+    runner: JobRunner = factory(tenant_store)
+    return runner
+
+
+class ClusterWorkerPool(WorkerPool):
+    """WorkerPool with the cross-worker reaper and a graceful drain."""
+
+    def reap(self) -> None:
+        with session_scope(self.sessions) as session:
+            reaped = reap_expired_leases(session)
+        for job in reaped:
+            log.warning(
+                "job.lease_expired",
+                tenant_id=job.tenant_id,
+                job_id=str(job.job_id),
+                outcome=job.outcome,
+            )
+        if reaped:
+            self.wake()
+
+    def running_jobs(self) -> int:
+        with self._lock:
+            return len(self._in_flight)
+
+    def threads_alive(self) -> bool:
+        return all(thread.is_alive() for thread in self._threads)
+
+    def drain(self, grace_seconds: float) -> None:
+        """Stop claiming; renew the jobs in hand while they finish; after ``grace_seconds``
+        cancel the rest, which the workers hand back to the queue."""
+        self._stop.set()
+        self.wake()
+        deadline = time.monotonic() + grace_seconds
+        renew_every = max(0.05, self.config.lease_seconds / 3)
+        next_renew = time.monotonic() + renew_every
+        while self.running_jobs() and time.monotonic() < deadline:
+            if time.monotonic() >= next_renew:
+                next_renew += renew_every
+                try:
+                    self.renew_leases()
+                except Exception:
+                    log.warning("worker.renew_failed_while_draining")
+            time.sleep(0.05)
+        self.stop(timeout=5.0)  # cancels what is left: released, not failed
+        with self._lock:
+            stuck = [flight.claim for flight in self._in_flight.values()]
+        for claim in stuck:  # a runner that ignored the cancel: hand its job back anyway
+            with session_scope(self.sessions) as session:
+                leases.release(session, claim.job_id, claim.lease_owner)
+            log.warning("job.released_on_exit", tenant_id=claim.tenant_id, job_id=str(claim.job_id))
+
+
+def _database_ready(engine: Engine) -> tuple[bool, str]:
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception as exc:
+        return False, f"database unreachable ({type(exc).__name__})"
+    return True, "ok"
+
+
+def run_worker(settings: Settings, options: WorkerOptions) -> None:
+    """Run one worker process until SIGTERM/SIGINT, then drain and exit."""
+    migrate(settings.database_url)
+    engine = create_engine_from_url(settings.database_url, pool_size=options.concurrency + 4)
+    tenant_store = tenant_store_for(settings.storage_url)
+    config = WorkerConfig(
+        workers=options.concurrency,
+        lease_seconds=settings.job_lease_seconds,
+        poll_seconds=settings.job_poll_seconds,
+        uses_device=options.uses_device,
+    )
+    pool = ClusterWorkerPool(
+        engine,
+        tenant_store,
+        config,
+        runner=load_runner(options.runner, tenant_store),
+        claimer=make_claimer(engine, options.served),
+    )
+    served = options.served.tenants
+    heartbeat = Heartbeat(
+        pool.sessions,
+        pool.name,
+        tenants=sorted(served) if served is not None else None,
+        concurrency=options.concurrency,
+        running_jobs=pool.running_jobs,
+        every_seconds=options.heartbeat_seconds,
+    )
+
+    def on_queued(tenant: str) -> None:
+        if served is None or tenant == ANY_TENANT or tenant in served:
+            pool.wake()
+
+    listener = QueueListener(engine.url, on_queued) if engine.dialect.name == "postgresql" else None
+    stopping = threading.Event()
+
+    def ready() -> tuple[bool, str]:
+        if stopping.is_set():
+            return False, "draining"
+        return _database_ready(engine)
+
+    def alive() -> tuple[bool, str]:
+        return (pool.threads_alive() or stopping.is_set()), "workers"
+
+    probes = (
+        ProbeServer(settings.host, options.probe_port, alive=alive, ready=ready)
+        if options.probe_port is not None
+        else None
+    )
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("worker.stopping", signal=signal.Signals(signum).name)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    heartbeat.start()
+    pool.start()
+    if listener is not None:
+        listener.start()
+    if probes is not None:
+        probes.start()
+    log.info(
+        "worker.started",
+        worker=pool.name,
+        tenants=options.served.describe(),
+        concurrency=options.concurrency,
+        probes=probes.port if probes is not None else None,
+    )
+    try:
+        while not stopping.wait(0.5):
+            pass
+        heartbeat.status = "draining"
+        pool.drain(options.grace_seconds)
+    finally:
+        if listener is not None:
+            listener.stop()
+        heartbeat.stop()
+        if probes is not None:
+            probes.stop()
+        engine.dispose()
+        log.info("worker.stopped", worker=pool.name)
