@@ -19,6 +19,8 @@ from facegate.engine.processors.base import Processor
 PROCESSORS: dict[str, str] = {
     "face_swapper": "facegate.engine.processors.face_swapper:FaceSwapper",
     "face_debugger": "facegate.engine.processors.face_debugger:FaceDebugger",
+    "face_enhancer": "facegate.engine.processors.face_enhancer:FaceEnhancer",
+    "frame_enhancer": "facegate.engine.processors.frame_enhancer:FrameEnhancer",
 }
 
 
