@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, problem_document
+from facegate.api.unavailable import UNAVAILABLE_ERRORS, database_unavailable
 from facegate.engine import errors as engine_errors
 
 log = structlog.get_logger(__name__)
@@ -115,3 +116,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(engine_errors.EngineError, _engine_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
+    for database_error in UNAVAILABLE_ERRORS:
+        app.add_exception_handler(database_error, database_unavailable)
