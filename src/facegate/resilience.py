@@ -13,6 +13,7 @@ the current state is the gauge ``facegate_circuit_breaker_state`` (0 closed, 1 h
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -194,6 +195,13 @@ class BreakerRegistry:
             if breaker is None:
                 breaker = self._breakers[name] = CircuitBreaker(name, self.config)
             return breaker
+
+
+@functools.cache
+def default_breakers() -> BreakerRegistry:
+    """This process's breakers. A dependency's health is a fact about the process's view of
+    it, so one registry per process (like its metrics) is the natural scope."""
+    return BreakerRegistry()
 
 
 def guard_engine(engine: Engine, breaker: CircuitBreaker) -> None:

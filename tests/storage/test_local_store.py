@@ -1,8 +1,10 @@
-"""LocalStore: key validation, containment after resolving (symlinks), atomic writes."""
+"""The ObjectStore contract on every adapter (local, memory, S3 in both layouts); LocalStore:
+key validation, containment after resolving (symlinks), atomic writes."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,11 +33,18 @@ BAD_KEYS = [
 ]
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3", "s3-tenant-buckets"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """The same contract for every adapter; S3 through moto's server on loopback."""
     if request.param == "local":
         return LocalStore(tmp_path / "root")
-    return MemoryStore()
+    if request.param == "memory":
+        return MemoryStore()
+    make_s3_store = request.getfixturevalue("make_s3_store")
+    if request.param == "s3":
+        return make_s3_store()  # type: ignore[no-any-return]
+    suffix = uuid.uuid4().hex[:8]
+    return make_s3_store(tenant_bucket=f"fg-{suffix}-{{tenant}}")  # type: ignore[no-any-return]
 
 
 def test_round_trip(store: ObjectStore) -> None:

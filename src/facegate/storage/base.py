@@ -98,3 +98,12 @@ class ObjectStore(Protocol):
     def exists(self, key: str) -> bool:
         """Whether an object is stored under ``key``."""
         ...
+
+
+@runtime_checkable
+class PresigningStore(Protocol):
+    """A store that can hand out short-lived direct download URLs (S3Store)."""
+
+    def presigned_url(self, key: str, expires_seconds: int | None = None) -> str:
+        """A GET URL for ``key`` that expires after ``expires_seconds``."""
+        ...

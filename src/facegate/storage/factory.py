@@ -12,7 +12,7 @@ from facegate.storage.memory import MemoryStore
 
 def store_from_url(url: str) -> ObjectStore:
     """``file://./var/storage`` or ``file:///abs/path`` → LocalStore; ``memory://`` →
-    MemoryStore (tests). S3 URLs are handled by the cluster shape's adapter."""
+    MemoryStore (tests); ``s3://bucket?endpoint_url=...`` → S3Store (see storage.s3)."""
     parts = urlsplit(url)
     if parts.scheme == "file":
         # file://./rel keeps "." as the netloc; file:///abs has an empty one.
@@ -22,4 +22,9 @@ def store_from_url(url: str) -> ObjectStore:
         return LocalStore(Path(raw))
     if parts.scheme == "memory":
         return MemoryStore()
+    if parts.scheme == "s3":
+        # Imported here: boto3 is only loaded by installations that use S3.
+        from facegate.storage.s3 import S3Store
+
+        return S3Store.from_url(url)
     raise StorageError(f"unsupported storage URL scheme {parts.scheme!r} in {url!r}")

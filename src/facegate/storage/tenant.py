@@ -23,6 +23,7 @@ from facegate.storage.base import (
     InvalidKey,
     ObjectNotFound,
     ObjectStore,
+    PresigningStore,
     StorageQuotaExceeded,
     check_key,
 )
@@ -142,6 +143,21 @@ class TenantStore:
         self, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str
     ) -> Iterator[bytes]:
         return self.store.iter_chunks(build_key(tenant_id, kind, job_id, name))
+
+    def download_url(
+        self,
+        tenant_id: str,
+        kind: Kind,
+        job_id: uuid.UUID,
+        name: str,
+        expires_seconds: int | None = None,
+    ) -> str | None:
+        """A short-lived direct URL for one artifact where the backend signs them (S3),
+        else None (serve the bytes instead). Check the ledger (``find``) first: the URL
+        is signed whether or not the object exists."""
+        if not isinstance(self.store, PresigningStore):
+            return None
+        return self.store.presigned_url(build_key(tenant_id, kind, job_id, name), expires_seconds)
 
     def find(
         self, session: Session, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str
