@@ -30,7 +30,7 @@ from facegate.engine.models.tiling import enhance_tiled
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Face, Frame
 
-BUILTIN_DEFAULT = "real_esrgan_x4plus"
+BUILTIN_DEFAULT = "realesr_animevideov3_x4"
 BUILTIN_CROP = 512  # the restored crop size of the built-in path (ffhq_512 template)
 
 

@@ -29,7 +29,7 @@ from facegate.engine.models.tiling import enhance_tiled
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Frame
 
-BUILTIN_DEFAULT = "real_esrgan_x4plus"
+BUILTIN_DEFAULT = "realesr_animevideov3_x2"
 
 
 class FrameEnhancerOptions(ProcessorOptions):

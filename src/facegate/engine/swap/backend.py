@@ -65,12 +65,20 @@ def register_swap_backend(name: str, factory: SwapBackendFactory) -> None:
     _FACTORIES[name] = factory
 
 
+def _load_plugins() -> None:
+    # The ONNX swappers register themselves when their module is imported; importing it here
+    # (lazily: it pulls in onnxruntime) makes every FaceFusion model name a valid choice.
+    import facegate.engine.models.onnx_swap  # noqa: F401
+
+
 def swap_backend_names() -> frozenset[str]:
+    _load_plugins()
     return frozenset(_FACTORIES)
 
 
 def create_swap_backend(name: str) -> SwapBackend:
     """A new backend instance (factories may raise ``ModelUnavailable``)."""
+    _load_plugins()
     try:
         factory = _FACTORIES[name]
     except KeyError:

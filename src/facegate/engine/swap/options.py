@@ -20,7 +20,8 @@ class FaceSwapperOptions(ProcessorOptions):
     - ``keep_expression``: keep the target's eyes and mouth interior (and the whole lips /
       lids where the source's mouth or eyes are open differently);
     - ``match_lighting``: keep the target's low-frequency shading and colour, take only the
-      source's detail; off: a plain colour transfer.
+      source's detail; off: a plain colour transfer;
+    - ``pixel_boost_size``, ``weight``: ONNX swappers only (see below); mesh_warp ignores them.
     """
 
     model: str = "mesh_warp"
@@ -30,6 +31,11 @@ class FaceSwapperOptions(ProcessorOptions):
     mask_blur: float = Field(default=0.3, ge=0.0, le=1.0)
     keep_expression: bool = True
     match_lighting: bool = True
+    # ONNX swappers only (FaceFusion's face_swapper_pixel_boost and face_swapper_weight):
+    # the crop size the model's output is assembled to (a multiple of the model's size), and
+    # the source/target identity balance (0.5 = the source's identity unchanged).
+    pixel_boost_size: int | None = Field(default=None, ge=64, le=1024)
+    weight: float = Field(default=0.5, ge=0.0, le=1.0)
 
     @field_validator("mask_padding")
     @classmethod
