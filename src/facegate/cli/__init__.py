@@ -14,6 +14,7 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "api": "facegate.cli.api:api",
+    "audit": "facegate.cli.audit:audit",
     "deploy": "facegate.cli.deploy:deploy",
     "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",
@@ -21,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "serve": "facegate.cli.serve:serve",
     "swap": "facegate.cli.swap:swap",
     "tenant": "facegate.cli.tenant:tenant",
+    "usage": "facegate.cli.usage:usage",
     "worker": "facegate.cli.worker:worker",
 }
 

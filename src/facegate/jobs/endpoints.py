@@ -34,6 +34,7 @@ from facegate.jobs.schemas import (
     encode_cursor,
 )
 from facegate.jobs.service import JobService, Submission, Submitted
+from facegate.observability.jobs import audit_submission, observe_submitted
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
@@ -111,6 +112,8 @@ def submit_job(
     try:
         with session_scope(write_sessions(state)) as write:
             submitted = JobService(write, store).submit(submission, policy)
+            if submitted.created:
+                audit_submission(write, principal, submitted.job)
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(submission.written)
@@ -122,6 +125,7 @@ def submit_job(
     response.headers["Location"] = location
     if submitted.created:
         wake_workers(state)
+        observe_submitted(submitted.job)
     else:
         response.status_code = 200
     return JobOut.of(submitted.job)

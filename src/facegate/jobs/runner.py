@@ -35,6 +35,9 @@ class JobOutput:
     height: int
     frames: int
     compute_seconds: float
+    # What went in (usage metering): pixels of every input image, bytes of every upload.
+    input_pixels: int = 0
+    input_bytes: int = 0
 
     @property
     def content_type(self) -> str:
@@ -79,9 +82,12 @@ class EngineRunner:
         on_progress(0.0, "load")
         sources: list[LoadedImage] = []
         target: LoadedImage | None = None
+        input_pixels = input_bytes = 0
         for name in job.inputs:
             data = self.tenant_store.get(job.tenant_id, "inputs", job.id, name)
             loaded = load_image(data, limits)
+            input_pixels += loaded.width * loaded.height
+            input_bytes += len(data)
             if name.startswith("target"):
                 target = loaded
             elif name.startswith("source-"):
@@ -109,4 +115,6 @@ class EngineRunner:
             height=height,
             frames=1,
             compute_seconds=time.perf_counter() - started,
+            input_pixels=input_pixels,
+            input_bytes=input_bytes,
         )

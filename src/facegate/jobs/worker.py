@@ -29,9 +29,12 @@ from facegate.jobs import leases
 from facegate.jobs.claim import Claim, JobClaimer, LockingClaimer
 from facegate.jobs.models import Job
 from facegate.jobs.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
+from facegate.observability.jobs import observe_finished
+from facegate.observability.metrics import worker_heartbeat
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
+from facegate.usage.service import Consumption, record_job_usage
 
 log = structlog.get_logger("facegate.jobs")
 
@@ -130,6 +133,7 @@ class WorkerPool:
         renew_every = max(0.05, self.config.lease_seconds / 3)
         last_purge = time.monotonic()
         while not self._stop.wait(renew_every):
+            worker_heartbeat()
             try:
                 self.renew_leases()
                 self.reap()
@@ -213,17 +217,35 @@ class WorkerPool:
             if self._stop.is_set():
                 self._release(flight, bound)
             else:
-                self._finish(flight, bound, "cancelled", stage="cancelled")
+                self._finish(flight, bound, "cancelled", job=job, began=started, stage="cancelled")
         except EngineError as exc:
-            self._finish(flight, bound, "failed", error_type=exc.code, error_detail=exc.detail)
+            self._finish(
+                flight,
+                bound,
+                "failed",
+                job=job,
+                began=started,
+                error_type=exc.code,
+                error_detail=exc.detail,
+            )
         except ProblemError as exc:
-            self._finish(flight, bound, "failed", error_type=exc.type_slug, error_detail=exc.detail)
+            self._finish(
+                flight,
+                bound,
+                "failed",
+                job=job,
+                began=started,
+                error_type=exc.type_slug,
+                error_detail=exc.detail,
+            )
         except Exception as exc:
             bound.exception("job.crashed")
             self._finish(
                 flight,
                 bound,
                 "failed",
+                job=job,
+                began=started,
                 error_type="internal-error",
                 error_detail=f"unexpected {type(exc).__name__} while processing the job",
             )
@@ -290,19 +312,32 @@ class WorkerPool:
                 )
                 if not done:
                     raise _LeaseLost
+                consumption = self._consumption(output)
+                record_job_usage(session, job, "succeeded", consumption)
         except _LeaseLost:
             bound.warning("job.lease_lost_before_finish")
             return
         except StorageQuotaExceeded as exc:
             self._finish(
-                flight, bound, "failed", error_type="storage-quota-exceeded", error_detail=str(exc)
+                flight,
+                bound,
+                "failed",
+                job=job,
+                error_type="storage-quota-exceeded",
+                error_detail=str(exc),
             )
             return
         except StorageError as exc:
             self._finish(
-                flight, bound, "failed", error_type="storage-error", error_detail=type(exc).__name__
+                flight,
+                bound,
+                "failed",
+                job=job,
+                error_type="storage-error",
+                error_detail=type(exc).__name__,
             )
             return
+        observe_finished(job, "succeeded", consumption)
         bound.info(
             "job.succeeded",
             width=output.width,
@@ -311,18 +346,46 @@ class WorkerPool:
             compute_seconds=round(output.compute_seconds, 3),
         )
 
+    @property
+    def device(self) -> str:
+        return "gpu" if self.config.uses_device else "cpu"
+
+    def _consumption(self, output: JobOutput) -> Consumption:
+        return Consumption(
+            compute_seconds=output.compute_seconds,
+            device=self.device,
+            frames=output.frames,
+            input_pixels=output.input_pixels,
+            output_pixels=output.width * output.height * output.frames,
+            input_bytes=output.input_bytes,
+            output_bytes=len(output.data),
+        )
+
     def _finish(
         self,
         flight: _InFlight,
         bound: structlog.typing.FilteringBoundLogger,
         status: str,
+        *,
+        job: Job | None = None,
+        began: float | None = None,
         **values: object,
     ) -> None:
+        # A job that ran without a result still used compute: it is metered (status says
+        # how it ended), in the transaction that finishes it.
+        consumption = Consumption(
+            compute_seconds=time.perf_counter() - began if began is not None else 0.0,
+            device=self.device,
+        )
         with session_scope(self.sessions) as session:
             done = leases.finish(
                 session, flight.claim.job_id, flight.claim.lease_owner, status, **values
             )
+            if done and job is not None:
+                record_job_usage(session, job, status, consumption)
         if done:
+            if job is not None:
+                observe_finished(job, status, consumption)
             bound.info(f"job.{status}", error_type=values.get("error_type"))
         else:
             bound.warning("job.lease_lost_before_finish", status=status)

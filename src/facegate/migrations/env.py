@@ -12,7 +12,13 @@ from facegate.database import create_engine_from_url
 from facegate.db import Base
 
 # Every module that declares tables; imported so autogenerate sees the whole schema.
-MODEL_MODULES = ("facegate.tenancy.models", "facegate.jobs.models", "facegate.storage.models")
+MODEL_MODULES = (
+    "facegate.tenancy.models",
+    "facegate.jobs.models",
+    "facegate.storage.models",
+    "facegate.usage.models",
+    "facegate.observability.audit.models",
+)
 
 for module_name in MODEL_MODULES:
     try:

@@ -10,6 +10,8 @@ from pydantic import BaseModel
 
 from facegate.api.deps import AdminDep, PrincipalDep, SessionDep
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
+from facegate.observability import audit
+from facegate.observability.audit import record_admin_read, record_audit
 from facegate.tenancy.schemas import (
     KeyCreate,
     KeyCreated,
@@ -44,10 +46,19 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: problem_openapi("Conflict")}
 
 
 @admin_router.post("", status_code=status.HTTP_201_CREATED, responses=_CONFLICT)
-def create_tenant(spec: TenantSpec, session: SessionDep, _: AdminDep) -> TenantOut:
+def create_tenant(spec: TenantSpec, session: SessionDep, admin: AdminDep) -> TenantOut:
     """Create a tenant. Accepts the specification's document as is (``tenant_id``,
     ``quota``, ``storage_path``; the latter is recorded but never used as a path)."""
-    return TenantOut.model_validate(TenancyService(session).create_tenant(spec))
+    tenant = TenancyService(session).create_tenant(spec)
+    record_audit(
+        session,
+        admin,
+        audit.TENANT_CREATE,
+        f"tenant:{tenant.id}",
+        {"policy": spec.policy.model_dump(mode="json")},
+        tenant_id=tenant.id,
+    )
+    return TenantOut.model_validate(tenant)
 
 
 @admin_router.get("")
@@ -56,64 +67,101 @@ def list_tenants(session: SessionDep, _: AdminDep) -> list[TenantOut]:
 
 
 @admin_router.get("/{tenant_id}")
-def get_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> TenantOut:
-    return TenantOut.model_validate(TenancyService(session).get_tenant(tenant_id))
+def get_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> TenantOut:
+    tenant = TenancyService(session).get_tenant(tenant_id)
+    record_admin_read(session, admin, tenant_id, "tenant")
+    return TenantOut.model_validate(tenant)
 
 
 @admin_router.patch("/{tenant_id}")
 def update_tenant(
-    tenant_id: str, update: TenantUpdate, session: SessionDep, _: AdminDep
+    tenant_id: str, update: TenantUpdate, session: SessionDep, admin: AdminDep
 ) -> TenantOut:
-    return TenantOut.model_validate(TenancyService(session).update_tenant(tenant_id, update))
+    tenant = TenancyService(session).update_tenant(tenant_id, update)
+    changes = update.model_dump(mode="json", exclude_none=True)
+    record_audit(
+        session, admin, audit.TENANT_UPDATE, f"tenant:{tenant_id}", changes, tenant_id=tenant_id
+    )
+    return TenantOut.model_validate(tenant)
 
 
 @admin_router.delete("/{tenant_id}", status_code=status.HTTP_204_NO_CONTENT, responses=_CONFLICT)
-def delete_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> Response:
+def delete_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> Response:
     """Delete a suspended tenant and its rows (an active one answers 409)."""
     TenancyService(session).delete_tenant(tenant_id)
+    record_audit(session, admin, audit.TENANT_DELETE, f"tenant:{tenant_id}", tenant_id=tenant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @admin_router.post("/{tenant_id}/suspend")
-def suspend_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> TenantOut:
+def suspend_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> TenantOut:
     """Suspend: the tenant's keys and tokens answer 401 until it is resumed."""
-    return TenantOut.model_validate(TenancyService(session).set_status(tenant_id, "suspended"))
+    tenant = TenancyService(session).set_status(tenant_id, "suspended")
+    record_audit(session, admin, audit.TENANT_SUSPEND, f"tenant:{tenant_id}", tenant_id=tenant_id)
+    return TenantOut.model_validate(tenant)
 
 
 @admin_router.post("/{tenant_id}/resume")
-def resume_tenant(tenant_id: str, session: SessionDep, _: AdminDep) -> TenantOut:
-    return TenantOut.model_validate(TenancyService(session).set_status(tenant_id, "active"))
+def resume_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> TenantOut:
+    tenant = TenancyService(session).set_status(tenant_id, "active")
+    record_audit(session, admin, audit.TENANT_RESUME, f"tenant:{tenant_id}", tenant_id=tenant_id)
+    return TenantOut.model_validate(tenant)
 
 
 @admin_router.get("/{tenant_id}/policy")
-def get_policy(tenant_id: str, session: SessionDep, _: AdminDep) -> PolicyOut:
-    return PolicyOut.model_validate(TenancyService(session).get_policy(tenant_id))
+def get_policy(tenant_id: str, session: SessionDep, admin: AdminDep) -> PolicyOut:
+    policy = TenancyService(session).get_policy(tenant_id)
+    record_admin_read(session, admin, tenant_id, "policy")
+    return PolicyOut.model_validate(policy)
 
 
 @admin_router.put("/{tenant_id}/policy")
-def put_policy(tenant_id: str, spec: PolicySpec, session: SessionDep, _: AdminDep) -> PolicyOut:
+def put_policy(tenant_id: str, spec: PolicySpec, session: SessionDep, admin: AdminDep) -> PolicyOut:
     """Replace the policy (missing fields take defaults). Also accepts the specification's
     whole tenant document, whose ``quota`` becomes the policy."""
-    return PolicyOut.model_validate(TenancyService(session).set_policy(tenant_id, spec))
+    policy = PolicyOut.model_validate(TenancyService(session).set_policy(tenant_id, spec))
+    record_audit(
+        session,
+        admin,
+        audit.POLICY_CHANGE,
+        f"tenant:{tenant_id}/policy",
+        policy.model_dump(mode="json"),
+        tenant_id=tenant_id,
+    )
+    return policy
 
 
 @admin_router.post("/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
-def create_key(tenant_id: str, request: KeyCreate, session: SessionDep, _: AdminDep) -> KeyCreated:
+def create_key(
+    tenant_id: str, request: KeyCreate, session: SessionDep, admin: AdminDep
+) -> KeyCreated:
     """Create an API key. The ``token`` is in this response only; it is stored hashed."""
     created = TenancyService(session).create_key(tenant_id, request)
+    record_audit(
+        session,
+        admin,
+        audit.KEY_CREATE,
+        f"key:{created.key.id}",
+        {"scopes": list(created.key.scopes), "name": created.key.name},
+        tenant_id=tenant_id,
+    )
     out = KeyOut.model_validate(created.key)
     return KeyCreated(**out.model_dump(), token=created.token)
 
 
 @admin_router.get("/{tenant_id}/keys")
-def list_keys(tenant_id: str, session: SessionDep, _: AdminDep) -> list[KeyOut]:
-    return [KeyOut.model_validate(k) for k in TenancyService(session).list_keys(tenant_id)]
+def list_keys(tenant_id: str, session: SessionDep, admin: AdminDep) -> list[KeyOut]:
+    found = TenancyService(session).list_keys(tenant_id)
+    record_admin_read(session, admin, tenant_id, "keys")
+    return [KeyOut.model_validate(k) for k in found]
 
 
 @admin_router.delete("/{tenant_id}/keys/{key_id}")
-def revoke_key(tenant_id: str, key_id: str, session: SessionDep, _: AdminDep) -> KeyOut:
+def revoke_key(tenant_id: str, key_id: str, session: SessionDep, admin: AdminDep) -> KeyOut:
     """Revoke a key (kept for the audit trail; it answers 401 from now on)."""
-    return KeyOut.model_validate(TenancyService(session).revoke_key(tenant_id, key_id))
+    key = TenancyService(session).revoke_key(tenant_id, key_id)
+    record_audit(session, admin, audit.KEY_REVOKE, f"key:{key_id}", tenant_id=tenant_id)
+    return KeyOut.model_validate(key)
 
 
 router.include_router(admin_router)

@@ -1,0 +1,1 @@
+"""Metrics (Prometheus), structured logs (structlog JSON) and the tamper-evident audit trail."""

@@ -1,0 +1,80 @@
+"""The tamper-evident audit trail. Call :func:`record_audit` in the transaction of the
+change being audited, so the event exists exactly when the change does."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sqlalchemy.orm import Session
+
+from facegate.db import utcnow
+from facegate.observability.audit.models import AuditEvent
+from facegate.observability.audit.repository import AuditRepository
+from facegate.observability.logging import current_request_id
+from facegate.tenancy.principal import Principal
+
+# The audited actions (stable strings: dashboards and queries use them).
+KEY_CREATE: Final = "key.create"
+KEY_REVOKE: Final = "key.revoke"
+POLICY_CHANGE: Final = "policy.change"
+TENANT_CREATE: Final = "tenant.create"
+TENANT_UPDATE: Final = "tenant.update"
+TENANT_DELETE: Final = "tenant.delete"
+TENANT_SUSPEND: Final = "tenant.suspend"
+TENANT_RESUME: Final = "tenant.resume"
+SENSITIVE_PROCESSORS: Final = "job.sensitive_processors"
+ADMIN_READ: Final = "admin.read"
+IP_BAN: Final = "ip.ban"
+IP_UNBAN: Final = "ip.unban"
+
+# Processors whose use is audited: they alter identity-bearing traits of a real face.
+SENSITIVE_PROCESSOR_NAMES: frozenset[str] = frozenset(
+    {"face_enhancer", "age_modifier", "expression_restorer"}
+)
+
+
+def record_audit(
+    session: Session,
+    principal: Principal | str,
+    action: str,
+    target: str,
+    details: dict[str, Any] | None = None,
+    *,
+    tenant_id: str | None = None,
+) -> AuditEvent:
+    """Append one event. ``principal`` is the caller (or an actor string such as
+    ``"cli:ops"`` / ``"system"``); ``tenant_id`` is the tenant the event concerns (default:
+    the principal's), which is whose ``GET /v1/audit`` shows it."""
+    owner: str | None = tenant_id
+    if isinstance(principal, Principal):
+        actor = principal.actor
+        owner = tenant_id if tenant_id is not None else principal.tenant_id
+    else:
+        actor = principal
+    event = AuditEvent(
+        created_at=utcnow(),
+        actor=actor[:200],
+        tenant_id=owner,
+        action=action,
+        target=target[:300],
+        details=dict(details or {}),
+        request_id=current_request_id(),
+    )
+    return AuditRepository(session).append(event)
+
+
+def record_admin_read(session: Session, principal: Principal, tenant_id: str, what: str) -> None:
+    """An admin looked at another tenant's data (its own tenant's reads are not audited)."""
+    if principal.is_admin and tenant_id != principal.tenant_id:
+        record_audit(
+            session,
+            principal,
+            ADMIN_READ,
+            f"tenant:{tenant_id}",
+            {"read": what},
+            tenant_id=tenant_id,
+        )
+
+
+def sensitive_processors(processors: list[str]) -> list[str]:
+    return sorted(SENSITIVE_PROCESSOR_NAMES.intersection(processors))

@@ -1,0 +1,48 @@
+"""``GET /v1/audit``: the audit trail. A tenant sees the events about itself; an admin
+every tenant's (``?tenant=`` narrows it, and is itself audited)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from facegate.api.deps import SessionDep, scoped
+from facegate.api.errors import PROBLEM_RESPONSES
+from facegate.observability.audit import record_admin_read
+from facegate.observability.audit.repository import AuditRepository, event_fields
+from facegate.observability.timeparams import tenant_for, window
+from facegate.tenancy.principal import Principal
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=PROBLEM_RESPONSES)
+
+
+class AuditPage(BaseModel):
+    """Events oldest first; pass ``next_after`` as ``after`` for the next page."""
+
+    events: list[dict[str, Any]]
+    next_after: int | None
+
+
+@router.get("")
+def list_audit(
+    session: SessionDep,
+    principal: Annotated[Principal, scoped("usage:read")],
+    tenant: Annotated[str | None, Query(description="Admins only: this tenant")] = None,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+    start: Annotated[datetime | None, Query(alias="from")] = None,
+    end: Annotated[datetime | None, Query(alias="to")] = None,
+    after: Annotated[int | None, Query(ge=0, description="Cursor: a seq")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditPage:
+    start, end = window(start, end)
+    tenant_id = tenant_for(principal, tenant)
+    if tenant_id is not None:
+        record_admin_read(session, principal, tenant_id, "audit")
+    events = AuditRepository(session).list(
+        tenant_id, action=action, since=start, until=end, after_seq=after, limit=limit
+    )
+    next_after = events[-1].seq if len(events) == limit else None
+    return AuditPage(events=[event_fields(event) for event in events], next_after=next_after)

@@ -1,0 +1,53 @@
+"""``/metrics`` (Prometheus exposition) and ``/readyz`` (readiness)."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from facegate.api.errors import Unauthorized
+from facegate.api.state import AppState
+from facegate.observability.job_gauges import JobGaugeCollector
+from facegate.observability.metrics import exposition
+from facegate.observability.readiness import run_checks
+
+router = APIRouter(tags=["operations"])
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.facegate
+    return state
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text exposition)",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+async def metrics(request: Request) -> Response:
+    """Every process's metrics (multiprocess mode) and the queue gauges from the database.
+    When ``FACEGATE_METRICS_TOKEN`` is set, a scrape must send it as a bearer token."""
+    state = _state(request)
+    token = state.settings.metrics_token
+    if token is not None:
+        presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(presented.encode(), token.get_secret_value().encode()):
+            raise Unauthorized("this scrape needs the metrics token")
+    collector = JobGaugeCollector(state.engine)
+    body, content_type = await anyio.to_thread.run_sync(lambda: exposition([collector]))
+    return Response(body, media_type=content_type)
+
+
+@router.get("/readyz", summary="Readiness: database, storage, Redis, models (public)")
+async def readyz(request: Request) -> Any:
+    results = await anyio.to_thread.run_sync(run_checks, _state(request))
+    ready = all(value in {"ok", "not configured"} for value in results.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": results},
+        status_code=200 if ready else 503,
+    )

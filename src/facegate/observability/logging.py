@@ -1,0 +1,158 @@
+"""Structured logs: one JSON object per line, ready for Loki.
+
+Every event carries ``request_id``, ``tenant_id``, ``job_id`` (when known) and ``action``
+(the event name unless given). Inside a request they come from the request's ASGI scope:
+:class:`~facegate.observability.http.ObservabilityMiddleware` puts the scope in a context
+variable, and the principal dependency writes ``request.state.principal`` into that same
+scope, so log lines emitted in thread-pool handlers see the tenant too (a context variable
+*set* in a worker thread would not travel back to the request's context).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from contextvars import ContextVar
+from typing import IO, Any
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+_request_scope: ContextVar[dict[str, Any] | None] = ContextVar("facegate_scope", default=None)
+
+
+def bind_request_scope(scope: dict[str, Any]) -> Any:
+    """Make ``scope`` the current request's (returns the token for :func:`reset`)."""
+    return _request_scope.set(scope)
+
+
+def reset_request_scope(token: Any) -> None:
+    _request_scope.reset(token)
+
+
+def current_request_id() -> str | None:
+    scope = _request_scope.get()
+    if scope is None:
+        return None
+    value = (scope.get("state") or {}).get("request_id")
+    return str(value) if value else None
+
+
+def add_request_context(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """Fill request_id, tenant_id, actor and job_id from the current request, and action."""
+    scope = _request_scope.get()
+    if scope is not None:
+        state = scope.get("state") or {}
+        if "request_id" not in event_dict and state.get("request_id"):
+            event_dict["request_id"] = state["request_id"]
+        principal = state.get("principal")
+        if principal is not None:
+            event_dict.setdefault("tenant_id", principal.tenant_id)
+            event_dict.setdefault("actor", principal.actor)
+        job_id = (scope.get("path_params") or {}).get("job_id")
+        if job_id is not None:
+            event_dict.setdefault("job_id", str(job_id))
+    event_dict.setdefault("action", event_dict.get("event"))
+    return event_dict
+
+
+class _Output:
+    """Where rendered lines go: a configured stream, else ``sys.stdout`` looked up at write
+    time (so pytest's capture or a replaced stdout is honoured). Cached loggers hold no
+    stream of their own, so reconfiguring the output reaches them too."""
+
+    stream: IO[str] | None = None
+    lock = threading.Lock()
+
+
+class LineLogger:
+    """Writes each rendered event as one line."""
+
+    def msg(self, message: str) -> None:
+        stream = _Output.stream or sys.stdout
+        with _Output.lock:
+            stream.write(message + "\n")
+            stream.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
+def _line_logger_factory(*_: Any) -> LineLogger:
+    return LineLogger()
+
+
+def shared_processors() -> list[Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        add_request_context,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        # Tracebacks as JSON data: a multi-line traceback would break one-event-per-line.
+        structlog.processors.dict_tracebacks,
+    ]
+
+
+def configure_logging(
+    level: str = "info",
+    *,
+    fmt: str = "json",
+    stream: IO[str] | None = None,
+    cache: bool = True,
+) -> None:
+    """Configure structlog (and route the standard library's loggers through it).
+
+    ``fmt``: ``json`` (production, Loki) or ``console`` (a developer's terminal).
+    """
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    renderer: Processor = (
+        structlog.dev.ConsoleRenderer(colors=False)
+        if fmt == "console"
+        else structlog.processors.JSONRenderer(sort_keys=False)
+    )
+    structlog.configure(
+        processors=[*shared_processors(), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=_line_logger_factory,
+        cache_logger_on_first_use=cache,
+    )
+    if stream is not None:
+        set_log_output(stream)
+    _route_stdlib(numeric, renderer)
+
+
+def set_log_output(stream: IO[str] | None) -> None:
+    """Send log lines to ``stream`` (None: the current ``sys.stdout``). Kept across
+    :func:`configure_logging` calls that pass no stream (each ``create_app`` configures)."""
+    _Output.stream = stream
+
+
+class _StreamHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.line = LineLogger()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.line.msg(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+def _route_stdlib(level: int, renderer: Processor) -> None:
+    # Libraries log through ``logging``; their warnings and errors are rendered the same
+    # way. Their INFO chatter (alembic's migration steps, httpx requests) is left out: it
+    # would land in the output of CLI commands that run a migration.
+    handler = _StreamHandler()
+    handler.setLevel(max(level, logging.WARNING))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared_processors()],
+        )
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _StreamHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)

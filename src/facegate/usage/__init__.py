@@ -1,0 +1,1 @@
+"""Usage metering for billing: one record per finished job, exported as CloudEvents."""
