@@ -18,6 +18,7 @@ from facegate.api.handlers import install_error_handlers
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.state import AppState
 from facegate.database import create_engine_from_url, create_session_factory, migrate
+from facegate.observability.setup import install_observability
 from facegate.settings import Settings
 from facegate.tenancy.jwt import JwtVerifier
 
@@ -26,6 +27,9 @@ ROUTERS: tuple[str, ...] = (
     "facegate.api.health:router",
     "facegate.tenancy.endpoints:router",
     "facegate.jobs.endpoints:router",
+    "facegate.usage.endpoints:router",
+    "facegate.observability.audit.endpoints:router",
+    "facegate.observability.endpoints:router",
 )
 
 # A background service is a callable taking the AppState and returning an async context
@@ -79,6 +83,8 @@ def create_app(
     )
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware, hsts=settings.tls_enabled)
+    # After the request-context middleware: the metrics/access-log one is then outermost.
+    install_observability(app, settings)
     for name in ROUTERS:
         router = load(name)
         assert isinstance(router, APIRouter), name
