@@ -30,6 +30,8 @@ ROUTERS: tuple[str, ...] = (
     "facegate.usage.endpoints:router",
     "facegate.observability.audit.endpoints:router",
     "facegate.observability.endpoints:router",
+    "facegate.api.faces_endpoints:router",
+    "facegate.api.console:router",
 )
 
 # A background service is a callable taking the AppState and returning an async context
@@ -89,4 +91,6 @@ def create_app(
         router = load(name)
         assert isinstance(router, APIRouter), name
         app.include_router(router)
+    # The console's scripts and styles (a Mount, so not in ROUTERS); its page is at "/".
+    load("facegate.api.console:mount_console_assets")(app)
     return app

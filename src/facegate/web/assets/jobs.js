@@ -1,0 +1,180 @@
+// The jobs view: the tenant's jobs with live progress (SSE over fetch), fps and ETA, cancel,
+// and the result (before/after slider for images, a player for videos) with download.
+
+import { ApiError, api, apiBlob, streamEvents } from "./api.js";
+import { $, announce, flashMessage, formatBytes, formatSeconds, formatTime, h } from "./dom.js";
+
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const jobs = new Map(); // id -> JobOut
+const streams = new Map(); // id -> AbortController
+const rates = new Map(); // id -> {t0, p0} for the ETA
+const inputs = new Map(); // id -> target File (this tab's submissions: the "before" image)
+let openResult = null; // {id, url}
+
+/** Keep the target of a job submitted from this tab, for the before/after slider. */
+export function rememberInputs(jobId, targetFile) {
+  inputs.set(jobId, targetFile);
+}
+
+export async function showJobs() {
+  const page = await api("/v1/jobs?limit=50");
+  jobs.clear();
+  for (const job of page.items) jobs.set(job.id, job);
+  render();
+  for (const job of page.items) if (!TERMINAL.has(job.status)) follow(job.id);
+}
+
+function follow(id) {
+  if (streams.has(id)) return;
+  const controller = new AbortController();
+  streams.set(id, controller);
+  streamEvents(`/v1/jobs/${id}/events`, (name, data) => {
+    if (name === "status" && data) update(data);
+  }, controller.signal)
+    .catch((error) => {
+      if (error.name !== "AbortError") flashMessage(error.message);
+    })
+    .finally(async () => {
+      streams.delete(id);
+      // The stream ends at a terminal status; read the final row (result metadata).
+      if (!controller.signal.aborted) {
+        try {
+          update(await api(`/v1/jobs/${id}`));
+        } catch (error) {
+          if (!(error instanceof ApiError && error.status === 404)) flashMessage(error.message);
+        }
+      }
+    });
+}
+
+function update(job) {
+  const before = jobs.get(job.id);
+  jobs.set(job.id, job);
+  if (job.status === "running" && !rates.has(job.id)) {
+    rates.set(job.id, { t0: performance.now(), p0: job.progress });
+  }
+  if (before && before.status !== job.status && TERMINAL.has(job.status)) {
+    announce(`Job ${job.id.slice(0, 8)} ${job.status}.`);
+  }
+  const row = document.getElementById(`job-${job.id}`);
+  if (row) row.replaceWith(jobRow(job));
+  else render();
+}
+
+/** Seconds left from the progress rate seen since the job started running here. */
+function eta(job) {
+  const rate = rates.get(job.id);
+  if (!rate || job.status !== "running" || job.progress <= rate.p0) return null;
+  const elapsed = (performance.now() - rate.t0) / 1000;
+  const perSecond = (job.progress - rate.p0) / elapsed;
+  return perSecond > 0 ? (1 - job.progress) / perSecond : null;
+}
+
+/** Frames per second: reported live by the server when it does, else from the result. */
+function fps(job) {
+  if (typeof job.fps === "number") return job.fps;
+  const result = job.result;
+  // An image is one frame: frames per second says nothing there.
+  if (result && result.frames > 1 && result.compute_seconds) return result.frames / result.compute_seconds;
+  return null;
+}
+
+function jobRow(job) {
+  const percent = Math.round(job.progress * 100);
+  const details = [job.stage && job.status === "running" ? job.stage : null];
+  const speed = fps(job);
+  if (speed) details.push(`${speed.toFixed(1)} fps`);
+  const left = eta(job);
+  if (left !== null) details.push(`ETA ${formatSeconds(left)}`);
+  if (job.result) details.push(`${job.result.width}×${job.result.height}`, formatBytes(job.result.bytes));
+  const actions = [];
+  if (job.status === "succeeded") {
+    actions.push(h("button", { type: "button", onclick: () => showResult(job) }, "View result"));
+  }
+  if (!TERMINAL.has(job.status)) {
+    actions.push(h("button", {
+      type: "button", class: "secondary", disabled: job.cancel_requested,
+      onclick: () => cancel(job),
+    }, job.cancel_requested ? "Cancelling…" : "Cancel"));
+  }
+  return h("li", { id: `job-${job.id}`, class: "job", "data-status": job.status },
+    h("div", { class: "job-head" },
+      h("code", { title: job.id }, job.id.slice(0, 8)),
+      h("span", { class: `badge status-${job.status}` }, job.status),
+      h("span", { class: "muted small" }, formatTime(job.created_at))),
+    h("div", { class: "job-progress" },
+      h("progress", { max: 100, value: percent, "aria-label": `Progress of job ${job.id.slice(0, 8)}` }),
+      h("span", { class: "percent" }, `${percent} %`)),
+    h("div", { class: "muted small job-details" }, details.filter(Boolean).join(" · ")),
+    job.error ? h("p", { class: "error-text" }, job.error.detail || job.error.type) : null,
+    actions.length ? h("div", { class: "job-actions" }, actions) : null);
+}
+
+function render() {
+  const list = $("#job-list");
+  list.replaceChildren(...[...jobs.values()].map(jobRow));
+  $("#jobs-empty").hidden = jobs.size > 0;
+}
+
+async function cancel(job) {
+  try {
+    update(await api(`/v1/jobs/${job.id}`, { method: "DELETE" }));
+  } catch (error) {
+    flashMessage(error.message);
+  }
+}
+
+async function showResult(job) {
+  const card = $("#result-card");
+  const body = $("#result-body");
+  card.hidden = false;
+  body.replaceChildren(h("p", { class: "muted" }, "Loading the result…"));
+  if (openResult) URL.revokeObjectURL(openResult.url);
+  let blob;
+  try {
+    blob = await apiBlob(`/v1/jobs/${job.id}/result`);
+  } catch (error) {
+    body.replaceChildren(h("p", { class: "error-text", role: "alert" }, error.message));
+    return;
+  }
+  const url = URL.createObjectURL(blob);
+  openResult = { id: job.id, url };
+  const extension = (blob.type.split("/")[1] || "bin").replace("jpeg", "jpg");
+  const download = h("a", {
+    class: "button", href: url, download: `${job.id}.${extension}`, id: "download-result",
+  }, "Download");
+  const viewer = blob.type.startsWith("video/")
+    ? h("video", { src: url, controls: true, class: "result-media", "aria-label": "Result video" })
+    : compareView(job, url);
+  body.replaceChildren(viewer, h("div", { class: "job-actions" }, download,
+    h("span", { class: "muted small" }, `${formatBytes(blob.size)} · ${blob.type}`)));
+  card.scrollIntoView({ block: "nearest" });
+  $("#result-title").focus();
+}
+
+/** A before/after slider when this tab still has the target; the result alone otherwise. */
+function compareView(job, resultUrl) {
+  const after = h("img", { src: resultUrl, alt: "Result", class: "result-media" });
+  const target = inputs.get(job.id);
+  if (!target) return after;
+  const before = h("img", { src: URL.createObjectURL(target), alt: "Original target", class: "before" });
+  const divider = h("div", { class: "divider", "aria-hidden": "true" });
+  const frame = h("div", { class: "compare" }, after, before, divider);
+  const slider = h("input", {
+    type: "range", min: 0, max: 100, value: 50, id: "compare-slider",
+    "aria-label": "Before/after: share of the original shown",
+  });
+  const apply = () => {
+    before.style.clipPath = `inset(0 ${100 - Number(slider.value)}% 0 0)`;
+    divider.style.left = `${slider.value}%`;
+  };
+  slider.addEventListener("input", apply);
+  apply();
+  return h("div", {}, frame,
+    h("div", { class: "compare-labels small muted" }, h("span", {}, "Before"), slider, h("span", {}, "After")));
+}
+
+export function initJobs() {
+  $("#refresh-jobs").addEventListener("click", () => showJobs().catch((e) => flashMessage(e.message)));
+  $("#result-title").setAttribute("tabindex", "-1");
+}

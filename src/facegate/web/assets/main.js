@@ -1,0 +1,115 @@
+// The console's entry point: sign-in, who am I, and the hash router between views.
+
+import { ApiError, api, credentials } from "./api.js";
+import { $, $$, flashMessage, showError } from "./dom.js";
+import { initAdmin, showAdmin } from "./admin.js";
+import { initJobs, showJobs } from "./jobs.js";
+import { initSwap, showSwap } from "./swap.js";
+import { showUsage } from "./usage.js";
+
+const VIEWS = ["signin", "swap", "jobs", "usage", "admin"];
+const state = { me: null };
+
+function hasScope(scope) {
+  return Boolean(state.me && (state.me.scopes.includes(scope) || state.me.scopes.includes("admin")));
+}
+
+function showView(name) {
+  for (const view of VIEWS) $(`#view-${view}`).hidden = view !== name;
+  for (const link of $$("#nav a")) {
+    if (link.dataset.view === name) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  document.title = `${name === "signin" ? "Sign in" : $(`#view-${name} h1`).textContent} · facegate`;
+}
+
+async function route() {
+  flashMessage("");
+  if (!state.me) {
+    showView("signin");
+    $("#api-key").focus();
+    return;
+  }
+  const wanted = location.hash.replace(/^#\//, "") || "swap";
+  const name = VIEWS.includes(wanted) && wanted !== "signin" ? wanted : "swap";
+  if (name === "admin" && !hasScope("admin")) {
+    location.hash = "#/swap";
+    return;
+  }
+  showView(name);
+  try {
+    if (name === "swap") await showSwap();
+    else if (name === "jobs") await showJobs();
+    else if (name === "usage") await showUsage(state.me);
+    else if (name === "admin") await showAdmin();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return signOut(error.message);
+    flashMessage(error.message);
+  }
+}
+
+async function signIn(key) {
+  const me = await api("/v1/me", { key });
+  credentials.set(key);
+  state.me = me;
+  $("#identity-text").textContent = `${me.tenant_id} · ${me.actor}`;
+  $("#identity").hidden = false;
+  $("#nav").hidden = false;
+  $('#nav a[data-view="admin"]').hidden = !hasScope("admin");
+}
+
+function signOut(message = "") {
+  credentials.clear();
+  state.me = null;
+  $("#identity").hidden = true;
+  $("#nav").hidden = true;
+  $("#api-key").value = "";
+  showError($("#signin-error"), message);
+  if (location.hash) history.replaceState(null, "", location.pathname);
+  route();
+}
+
+function onSignInSubmit(event) {
+  event.preventDefault();
+  const key = $("#api-key").value.trim();
+  const error = $("#signin-error");
+  if (!key) {
+    showError(error, "Enter an API key.");
+    return;
+  }
+  showError(error, "");
+  signIn(key)
+    .then(() => {
+      $("#api-key").value = "";
+      if (!location.hash) location.hash = "#/swap";
+      else route();
+    })
+    .catch((failure) => {
+      const message = failure.status === 401
+        ? `That API key was not accepted: ${failure.message}`
+        : failure.message;
+      showError(error, message);
+      $("#api-key").focus();
+    });
+}
+
+async function start() {
+  $("#signin-form").addEventListener("submit", onSignInSubmit);
+  $("#sign-out").addEventListener("click", () => signOut());
+  window.addEventListener("hashchange", route);
+  initSwap({ onSubmitted: () => { location.hash = "#/jobs"; } });
+  initJobs();
+  initAdmin();
+  const saved = credentials.get();
+  if (saved) {
+    try {
+      await signIn(saved);
+    } catch (error) {
+      credentials.clear();
+      showError($("#signin-error"), error.message);
+    }
+  }
+  route();
+}
+
+start();

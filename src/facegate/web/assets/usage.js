@@ -1,0 +1,92 @@
+// Usage charts: this month's compute seconds per day (tenant view) and per tenant (admin).
+// The section appears only when the server answers /v1/usage.
+
+import { ApiError, api } from "./api.js";
+import { barChart } from "./chart.js";
+import { $, formatBytes, h } from "./dom.js";
+
+function monthStart() {
+  const now = new Date();
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+}
+
+/** Totals of this month, or null when this server has no usage API (404). */
+export async function fetchMonthUsage(query = "") {
+  try {
+    const from = monthStart().toISOString().replace(/\.\d+Z$/, "Z");
+    return await api(`/v1/usage?from=${encodeURIComponent(from)}&group_by=day${query}`);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+function daysOfMonth() {
+  const start = monthStart();
+  const days = [];
+  for (let d = new Date(start); d.getUTCMonth() === start.getUTCMonth(); d.setUTCDate(d.getUTCDate() + 1)) {
+    days.push(d.toISOString().slice(0, 10));
+  }
+  return days;
+}
+
+const seconds = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
+
+function summary(totals) {
+  const sum = (name) => totals.reduce((total, item) => total + (item[name] || 0), 0);
+  const facts = [
+    ["Jobs", String(sum("jobs"))],
+    ["Compute", `${seconds(sum("compute_seconds"))} s`],
+    ["Frames", String(sum("frames"))],
+    ["Output", `${(sum("output_pixels") / 1e6).toFixed(1)} MP`],
+  ];
+  if (totals.some((item) => "output_bytes" in item)) facts.push(["Bytes out", formatBytes(sum("output_bytes"))]);
+  return h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
+}
+
+/** The tenant's own month, per day. */
+export async function showUsage(me) {
+  const card = $("#usage-card");
+  const query = me.scopes.includes("admin") ? `&tenant=${encodeURIComponent(me.tenant_id)}` : "";
+  let usage;
+  try {
+    usage = await fetchMonthUsage(query);
+  } catch (error) {
+    card.replaceChildren(h("p", { class: "error-text", role: "alert" }, error.message));
+    return;
+  }
+  if (usage === null) {
+    card.replaceChildren(h("p", { class: "muted" }, "This server does not report usage."));
+    return;
+  }
+  const byDay = new Map(usage.totals.map((item) => [item.day, item]));
+  const points = daysOfMonth().map((day) => ({
+    label: day,
+    shortLabel: String(Number(day.slice(8))),
+    value: (byDay.get(day) || {}).compute_seconds || 0,
+  }));
+  card.replaceChildren(
+    summary(usage.totals),
+    barChart({ title: "Compute seconds per day", points, format: seconds, unit: " s" }),
+  );
+}
+
+/** Every tenant's month, one bar per tenant; false when the server has no usage API. */
+export async function renderTenantUsage(container) {
+  const usage = await fetchMonthUsage();
+  if (usage === null) return false;
+  const perTenant = new Map();
+  for (const item of usage.totals) {
+    perTenant.set(item.tenant_id, (perTenant.get(item.tenant_id) || 0) + (item.compute_seconds || 0));
+  }
+  const points = [...perTenant.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([tenant, value]) => ({ label: tenant, value }));
+  container.replaceChildren(
+    summary(usage.totals),
+    points.length
+      ? barChart({ title: "Compute seconds per tenant", points, format: seconds, unit: " s", noun: "tenants" })
+      : h("p", { class: "muted" }, "No finished jobs this month."),
+  );
+  return true;
+}

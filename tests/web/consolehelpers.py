@@ -1,0 +1,54 @@
+"""Plain helpers for the console's browser tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import expect
+
+ROOT = Path(__file__).resolve().parents[2]
+FACES = ROOT.parent / "shared" / "data" / "faces"
+SCREENSHOTS = ROOT / "test-output" / "console"
+# Public-domain photos (SOURCES.md), so the screenshots may be shown in docs/.
+SOURCE_PHOTO = FACES / "woman_astronaut_frontal.jpg"
+TARGET_PHOTO = FACES / "elderly_woman_glasses_frontal.jpg"
+
+
+def screenshot(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def sign_in(page: Any, url: str, key: str) -> None:
+    page.goto(url + "/")
+    page.fill("#api-key", key)
+    page.click("#signin-form button[type=submit]")
+    expect(page.locator("#identity")).to_be_visible()
+
+
+def sign_out(page: Any) -> None:
+    page.click("#sign-out")
+    expect(page.locator("#view-signin")).to_be_visible()
+
+
+def drop_file(page: Any, selector: str, path: Path, mime: str) -> None:
+    """Drop a file on an element the way a person drags one from the desktop."""
+    page.evaluate(
+        """([selector, bytes, name, mime]) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([new Uint8Array(bytes)], name, {type: mime}));
+            const zone = document.querySelector(selector);
+            zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: transfer, bubbles: true}));
+            zone.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer, bubbles: true}));
+        }""",
+        [selector, list(path.read_bytes()), path.name, mime],
+    )
+
+
+def no_horizontal_scroll(page: Any) -> bool:
+    width: int = page.evaluate("document.documentElement.scrollWidth")
+    viewport: int = page.evaluate("window.innerWidth")
+    return width <= viewport
