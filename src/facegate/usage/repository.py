@@ -41,10 +41,14 @@ class UsageRepository:
         dialect = self.session.get_bind().dialect.name
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         stmt = (
-            insert(UsageRecord).values(**values).on_conflict_do_nothing(index_elements=["job_id"])
+            insert(UsageRecord)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["job_id"])
+            .returning(UsageRecord.job_id)
         )
-        result = self.session.execute(stmt)
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        # RETURNING yields a row only when this statement inserted (rowcount is not
+        # reliable for ON CONFLICT DO NOTHING across drivers).
+        return self.session.execute(stmt).first() is not None
 
     def _window(
         self, tenant_id: str | None, start: datetime | None, end: datetime | None

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from obsfactories import database
+
+__all__ = ["database"]
