@@ -1,0 +1,212 @@
+"""Plain helpers for the cluster acceptance tests: a private PostgreSQL schema, real
+``facegate worker`` / ``facegate api`` processes, job factories and a cap sampler."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
+
+from facegate.database import (
+    create_engine_from_url,
+    create_session_factory,
+    migrate,
+    session_scope,
+)
+from facegate.db import utcnow
+from facegate.jobs.models import Job
+from facegate.tenancy.models import Policy, Tenant
+
+HERE = Path(__file__).resolve().parent
+FACEGATE = str(Path(sys.executable).with_name("facegate"))
+POSTGRES_HINT = (
+    "set FACEGATE_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/test (or CI=true) "
+    "to run the cluster tests against PostgreSQL"
+)
+
+
+def postgres_base_url() -> str:
+    url = os.environ.get("FACEGATE_TEST_POSTGRES_URL")
+    if url is None and os.environ.get("CI") == "true":
+        url = "postgresql://postgres@127.0.0.1:5432/test"
+    if url is None:
+        pytest.skip(POSTGRES_HINT)
+    return url
+
+
+def create_schema(base: str) -> tuple[str, str]:
+    """A fresh schema, migrated; returns (schema, url whose search_path is it)."""
+    schema = f"c_{uuid.uuid4().hex[:12]}"
+    admin = create_engine_from_url(base)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    admin.dispose()
+    url = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
+    migrate(url)
+    return schema, url
+
+
+def drop_schema(base: str, schema: str) -> None:
+    admin = create_engine_from_url(base)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+def add_tenants(engine: Engine, caps: dict[str, int]) -> None:
+    with session_scope_of(engine) as session:
+        for tenant_id, cap in caps.items():
+            tenant = Tenant(id=tenant_id, name=tenant_id)
+            tenant.policy = Policy(max_concurrent_jobs=cap, device_limit=cap)
+            session.add(tenant)
+
+
+def add_jobs(engine: Engine, tenant_id: str, count: int, seconds: float = 0.02) -> list[uuid.UUID]:
+    ids = [uuid.uuid4() for _ in range(count)]
+    with session_scope_of(engine) as session:
+        for job_id in ids:
+            session.add(
+                Job(
+                    id=job_id,
+                    tenant_id=tenant_id,
+                    status="queued",
+                    kind="image",
+                    spec={"processors": ["face_swapper"], "test_seconds": seconds},
+                    inputs=[],
+                    created_at=utcnow(),
+                )
+            )
+    return ids
+
+
+def session_scope_of(engine: Engine) -> AbstractContextManager[Session]:
+    return session_scope(create_session_factory(engine))
+
+
+def statuses(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT status, count(*) FROM jobs GROUP BY status"))
+        return {row[0]: int(row[1]) for row in rows}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Cluster:
+    """Worker (and API) processes started by a test; all stopped at teardown."""
+
+    url: str
+    tmp_path: Path
+    lease_seconds: float = 2.0
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def run_log(self) -> Path:
+        return self.tmp_path / "runs.log"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            FACEGATE_DATABASE_URL=self.url,
+            FACEGATE_STORAGE_URL=f"file://{self.tmp_path}/storage",
+            FACEGATE_DATA_DIR=str(self.tmp_path),
+            FACEGATE_JOB_LEASE_SECONDS=str(self.lease_seconds),
+            FACEGATE_JOB_POLL_SECONDS="0.5",
+            FACEGATE_WORKER_RUNNER="cheap_runner:CheapRunner",
+            FACEGATE_TEST_RUN_LOG=str(self.run_log),
+            PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
+        )
+        env.pop("FACEGATE_PORT", None)
+        return env
+
+    def start(self, *args: str, name: str) -> subprocess.Popen[bytes]:
+        with (self.tmp_path / f"{name}.log").open("wb") as log:
+            process = subprocess.Popen(
+                [FACEGATE, *args], env=self.env(), stdout=log, stderr=subprocess.STDOUT
+            )
+        self.processes.append(process)
+        return process
+
+    def start_worker(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        return self.start("worker", "--no-device", "--heartbeat", "0.5", *args, name=name)
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def runs(self) -> list[tuple[str, str, str, int, float]]:
+        """(event, job id, tenant, pid, time) of every runner event, in order."""
+        if not self.run_log.exists():
+            return []
+        rows = []
+        for line in self.run_log.read_text().splitlines():
+            event, job_id, tenant, pid, stamp = line.split()
+            rows.append((event, job_id, tenant, int(pid), float(stamp)))
+        return rows
+
+
+class CapSampler:
+    """Samples running jobs per tenant from the database every ``every`` seconds."""
+
+    def __init__(self, engine: Engine, every: float = 0.01) -> None:
+        self.engine = engine
+        self.every = every
+        self.peaks: dict[str, int] = defaultdict(int)
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CapSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        query = text(
+            "SELECT tenant_id, count(*) FROM jobs WHERE status = 'running' GROUP BY tenant_id"
+        )
+        with self.engine.connect() as conn:
+            while not self._stop.wait(self.every):
+                for tenant, running in conn.execute(query):
+                    self.peaks[tenant] = max(self.peaks[tenant], int(running))
+                conn.commit()
+                self.samples += 1
+
+
+def peak_overlap(intervals: Iterable[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an end at t closes before a start at t)."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    peak = current = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        current += delta
+        peak = max(peak, current)
+    return peak
