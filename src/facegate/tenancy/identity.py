@@ -41,7 +41,11 @@ def authenticate(
     if keys.looks_like_key(token):
         return authenticate_api_key(session, token)
     if verifier is None:
-        raise Unauthorized("JWT authentication is not configured on this server")
+        # A token that is no API key can only be a JWT; say both, so a mistyped key reads
+        # as what it is rather than as a server configuration problem.
+        raise Unauthorized(
+            "the token is not a facegate API key (fg_...) and this server accepts no JWTs"
+        )
     try:
         verified = verifier.verify(token)
     except InvalidToken as exc:
