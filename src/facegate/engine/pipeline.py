@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from facegate.engine.errors import InvalidOptions, NoFaceDetected
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
+from facegate.engine.models.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
@@ -118,8 +119,13 @@ class Pipeline:
         reference: Frame | None = None,
         cancel: threading.Event | None = None,
         on_stage: Callable[[str, float], None] | None = None,
+        model_request: ModelRequest | None = None,
     ) -> JobContext:
-        """Analyse sources (and the reference frame) once and let each processor prepare."""
+        """Analyse sources (and the reference frame) once and let each processor prepare.
+
+        ``model_request`` (tenant, tag policy, job id) is what processors resolve models
+        with: a tenant's private models and pinned tags apply to its job only; the tags
+        used land in ``ctx.models_used``."""
         if self.needs_source and not sources:
             raise InvalidOptions("face_swapper needs at least one source image")
         ctx = JobContext(
@@ -127,6 +133,7 @@ class Pipeline:
             source_frames=list(sources),
             cancel=cancel or threading.Event(),
             on_stage=on_stage,
+            model_request=model_request or ModelRequest(),
         )
         ctx.check_cancelled()
         ctx.source_faces = prepare_sources(self.analyse_sources(sources), self.spec.selector)
@@ -176,11 +183,17 @@ class Pipeline:
         reference: Frame | None = None,
         cancel: threading.Event | None = None,
         on_progress: ProgressCallback | None = None,
+        model_request: ModelRequest | None = None,
+        models_used: dict[str, str] | None = None,
     ) -> Frame:
-        """Process one target image; ``NoFaceDetected`` when a face processor finds no face."""
+        """Process one target image; ``NoFaceDetected`` when a face processor finds no face.
+        ``models_used``, when given, receives the model name -> tag the run used."""
         report = on_progress or (lambda fraction, stage: None)
         report(0.0, "analyse")
-        ctx = self.prepare(sources, reference=reference, cancel=cancel)
+        ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
+        if models_used is not None:  # processors resolved their models in prepare()
+            models_used.update(ctx.models_used)
+            ctx.models_used = models_used
         report(0.3, "detect")
         target_faces = self.analyser.analyse(target)
         if not target_faces and self.needs_target_face:
@@ -201,6 +214,7 @@ class Pipeline:
         limits: VideoLimits | None = None,
         cancel: threading.Event | None = None,
         on_progress: Callable[[VideoProgress], None] | None = None,
+        model_request: ModelRequest | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
         nothing appears at ``dst`` unless the run completes). See ``engine.video``."""
@@ -208,7 +222,7 @@ class Pipeline:
         from facegate.engine.video.swap import VideoSwap
 
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
-        ctx = self.prepare(sources, reference=reference, cancel=cancel)
+        ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
         work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))
         try:
             return process_video(src, dst, work.stages(), options, on_progress, ctx.cancel, limits)

@@ -104,6 +104,15 @@ def configure_default_hub(
     return hub
 
 
+def use_models_dir(models_dir: Path) -> ModelHub:
+    """The default hub, (re)configured to ``models_dir`` only when it points elsewhere, so the
+    sessions already pooled for the same store are kept (the service's start-up hook)."""
+    with _default_lock:
+        if _default and _default[0].store.root.resolve() == Path(models_dir).resolve():
+            return _default[0]
+    return configure_default_hub(Path(models_dir))
+
+
 def default_hub() -> ModelHub:
     """The process-wide hub; unconfigured, it uses FACEGATE_MODELS_DIR or ./var/models."""
     with _default_lock:

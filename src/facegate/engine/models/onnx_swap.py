@@ -41,6 +41,7 @@ from facegate.engine.models.swap_models import (
     prepare_crop_frame,
     read_emap,
 )
+from facegate.engine.models.tags import ModelRequest
 from facegate.engine.swap.backend import SwapBackend, register_swap_backend
 from facegate.engine.types import Face, Frame
 
@@ -48,13 +49,35 @@ RECOGNIZER = "arcface_w600k_r50"
 
 
 @dataclass(frozen=True)
+class OnnxSwapModels:
+    """The model versions one job uses, resolved for its tenant and tag policy: the swapper,
+    the recognizer, the embedding converter (if any) and inswapper's EMAP."""
+
+    model: OnnxModel
+    recognizer: OnnxModel
+    converter: OnnxModel | None
+    emap: npt.NDArray[np.float32] | None
+
+    @property
+    def used(self) -> dict[str, str]:
+        """Model name -> tag, for the job's record."""
+        parts = [self.model, self.recognizer, *([self.converter] if self.converter else [])]
+        return {m.version.name: m.version.tag for m in parts}
+
+
+@dataclass(frozen=True)
 class OnnxSource:
-    """One source identity: averaged arcface embeddings, and the source crop for the two
-    models that take an image (blendswap, uniface)."""
+    """One source identity: averaged arcface embeddings, the source crop for the two
+    models that take an image (blendswap, uniface), and the job's resolved models."""
 
     embedding: Embedding
     embedding_norm: Embedding
     source_image: npt.NDArray[np.float32] | None
+    models: OnnxSwapModels
+
+    @property
+    def models_used(self) -> dict[str, str]:
+        return self.models.used
 
 
 def forward_swap(
@@ -72,28 +95,47 @@ def prepare_source_image(frame: Frame, face: Face, spec: SwapperSpec) -> npt.NDA
 
 
 class OnnxSwapBackend:
-    """A SwapBackend around one FaceFusion-format swapper model (shared, read-only)."""
+    """A SwapBackend around one FaceFusion-format swapper model name (shared, read-only).
+
+    The files are resolved per job (``prepare_source`` gets the job's ModelRequest), so one
+    backend serves every tenant: a tenant's private model of this name, or its pinned tag,
+    applies to its jobs only. Sessions are pooled by file in the ModelHub.
+    """
 
     def __init__(self, name: str, hub: ModelHub | None = None) -> None:
         self.name = name
         self.spec = SWAPPERS[name]
-        self.hub = hub if hub is not None else default_hub()
-        self.model = self.hub.onnx(name)
-        self.recognizer = self.hub.onnx(RECOGNIZER)
-        self.converter = self.hub.onnx(self.spec.converter) if self.spec.converter else None
-        self.emap = None
+        self._hub = hub
+
+    @property
+    def hub(self) -> ModelHub:
+        # Looked up per use: the edge may configure the default hub after this backend was
+        # created (and cached by the shared face_swapper instance).
+        return self._hub if self._hub is not None else default_hub()
+
+    def load(self, request: ModelRequest | None = None) -> OnnxSwapModels:
+        """The models of this swapper for one job (ModelUnavailable when one is missing)."""
+        model = self.hub.onnx(self.name, request)
+        recognizer = self.hub.onnx(RECOGNIZER, request)
+        converter = self.hub.onnx(self.spec.converter, request) if self.spec.converter else None
+        emap = None
         if self.spec.type == "inswapper":
-            path = self.hub.store.verified_path(self.model.version)
-            self.emap = read_emap(str(path))
+            emap = read_emap(str(self.hub.store.verified_path(model.version)))
+        return OnnxSwapModels(model, recognizer, converter, emap)
 
     # -- SwapBackend -----------------------------------------------------------------------
     def prepare_source(
-        self, source_faces: Sequence[Face], source_frames: Sequence[Frame], options: Any
+        self,
+        source_faces: Sequence[Face],
+        source_frames: Sequence[Frame],
+        options: Any,
+        request: ModelRequest | None = None,
     ) -> object:
         if not source_faces:
             raise NoFaceDetected(f"{self.name}: no source face")
+        models = self.load(request)
         pairs = [
-            calculate_embedding(self.recognizer, frame, face.keypoints5)
+            calculate_embedding(models.recognizer, frame, face.keypoints5)
             for face, frame in zip(source_faces, source_frames, strict=True)
         ]
         # FaceFusion's average face: the mean of the raw and of the normalised embeddings.
@@ -102,7 +144,7 @@ class OnnxSwapBackend:
         image = None
         if self.spec.type in {"blendswap", "uniface"}:
             image = prepare_source_image(source_frames[0], source_faces[0], self.spec)
-        return OnnxSource(raw, norm, image)
+        return OnnxSource(raw, norm, image, models)
 
     def swap_face(
         self, frame: Frame, source_state: object, target_face: Face, options: Any
@@ -119,7 +161,8 @@ class OnnxSwapBackend:
         total = boost // size
         outputs = [
             normalize_crop_frame(
-                forward_swap(self.model, source, prepare_crop_frame(sub, self.spec)), self.spec
+                forward_swap(source_state.models.model, source, prepare_crop_frame(sub, self.spec)),
+                self.spec,
             )
             for sub in implode_pixel_boost(crop, total, size)
         ]
@@ -139,18 +182,19 @@ class OnnxSwapBackend:
     ) -> npt.NDArray[np.float32]:
         if state.source_image is not None:
             return state.source_image
+        models = state.models
         if self.spec.type == "inswapper":
-            assert self.emap is not None
-            embedding = inswapper_source(state.embedding, self.emap)
+            assert models.emap is not None
+            embedding = inswapper_source(state.embedding, models.emap)
         elif self.spec.type == "hyperswap":
             embedding = state.embedding_norm.reshape(1, -1)
         else:
-            assert self.converter is not None
-            converted = forward_convert_embedding(self.converter, state.embedding)
+            assert models.converter is not None
+            converted = forward_convert_embedding(models.converter, state.embedding)
             embedding = converted_source(converted, self.spec)
         weight = float(getattr(options, "weight", 0.5))
         if weight != 0.5:  # 0.5 maps to a zero mix: skip the target's recognizer pass
-            target, _ = calculate_embedding(self.recognizer, frame, target_face.keypoints5)
+            target, _ = calculate_embedding(models.recognizer, frame, target_face.keypoints5)
             embedding = balance_source_embedding(embedding, target, weight, self.spec)
         return embedding
 
@@ -165,4 +209,4 @@ def _factory(name: str) -> Any:
 for _name in SWAPPERS:
     register_swap_backend(_name, _factory(_name))
 
-__all__ = ["OnnxSource", "OnnxSwapBackend", "forward_swap", "l2_normalise"]
+__all__ = ["OnnxSource", "OnnxSwapBackend", "OnnxSwapModels", "forward_swap", "l2_normalise"]

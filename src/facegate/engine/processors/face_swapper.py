@@ -64,7 +64,11 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
         for index, face in enumerate(ctx.source_faces):
             ctx.check_cancelled()
             frame = ctx.source_frames[source_frame_index(ctx, index, face)]
-            sources.append(backend.prepare_source([face], [frame], options))
+            state = backend.prepare_source([face], [frame], options, ctx.model_request)
+            used = getattr(state, "models_used", None)
+            if isinstance(used, dict):
+                ctx.models_used.update(used)  # the tags this job ran with (A/B record)
+            sources.append(state)
         ctx.state[self.name] = {"backend": backend, "sources": sources}
 
     def process_frame(self, frame: Frame, ctx: JobContext) -> Frame:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from facegate.engine.types import Face, Frame
 
 if TYPE_CHECKING:
+    from facegate.engine.models.tags import ModelRequest
     from facegate.engine.swap.options import FaceSwapperOptions
 
 
@@ -29,10 +30,14 @@ class SwapBackend(Protocol):
         source_faces: Sequence[Face],
         source_frames: Sequence[Frame],
         options: FaceSwapperOptions,
+        request: ModelRequest | None = None,
     ) -> object:
         """State for one source identity; ``source_faces[i]`` was found in ``source_frames[i]``.
 
         Several faces mean several photos of one person (a backend may average them).
+        ``request`` (the job's tenant, tag policy and id) picks the model files a learned
+        backend uses for this job; the state carries them, and may expose
+        ``models_used: dict[str, str]`` (name -> tag) for the job's record.
         Raises ``NoFaceDetected`` when given no face.
         """
         ...

@@ -73,6 +73,7 @@ class MeshWarpBackend:
         source_faces: Sequence[Face],
         source_frames: Sequence[Frame],
         options: FaceSwapperOptions,
+        request: object = None,  # built in: no model files to resolve per tenant
     ) -> MeshWarpSource:
         if not source_faces:
             raise NoFaceDetected("no face in the source image")
