@@ -47,7 +47,13 @@ JobStatusName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 _RESULT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The result's bytes",
-        "content": {"image/jpeg": {}, "image/png": {}, "image/webp": {}},
+        "content": {
+            "image/jpeg": {},
+            "image/png": {},
+            "image/webp": {},
+            "video/mp4": {},
+            "video/webm": {},
+        },
     },
     409: problem_openapi("The job has no result (not succeeded)"),
 }
@@ -78,7 +84,10 @@ def submit_job(
     response: Response,
     session: SessionDep,
     principal: WritePrincipal,
-    target: Annotated[UploadFile, File(description="The image whose faces are replaced")],
+    target: Annotated[
+        UploadFile,
+        File(description="The image or video (told apart by content) whose faces are replaced"),
+    ],
     source: Annotated[
         list[UploadFile] | None,
         File(description="Source image(s) giving the identity; repeat the field for more"),

@@ -47,11 +47,17 @@ def renew(session: Session, job_id: uuid.UUID, owner: str, lease_seconds: float)
 
 
 def report_progress(
-    session: Session, job_id: uuid.UUID, owner: str, progress: float, stage: str
+    session: Session,
+    job_id: uuid.UUID,
+    owner: str,
+    progress: float,
+    stage: str,
+    detail: dict[str, Any] | None = None,
 ) -> LeaseState:
-    held = _guarded_update(
-        session, job_id, owner, progress=max(0.0, min(1.0, progress)), stage=stage[:64]
-    )
+    values: dict[str, Any] = {"progress": max(0.0, min(1.0, progress)), "stage": stage[:64]}
+    if detail is not None:
+        values["progress_detail"] = detail
+    held = _guarded_update(session, job_id, owner, **values)
     return _state(session, job_id, held)
 
 

@@ -82,6 +82,8 @@ class Job(Base):
 
     progress: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     stage: Mapped[str | None] = mapped_column(String(64), default=None)
+    # Video jobs: frames done/total, fps and ETA of the run in progress (None for images).
+    progress_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     error_type: Mapped[str | None] = mapped_column(String(64), default=None)
     error_detail: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(255), default=None)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
@@ -19,10 +18,30 @@ from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 
-ProgressFn = Callable[[float, str], None]
 
-CONTENT_TYPES: dict[str, str] = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
-EXTENSIONS: dict[str, str] = {"jpeg": "jpg", "png": "png", "webp": "webp"}
+class ProgressFn(Protocol):
+    """Reports (fraction done 0..1, stage); video runs add ``detail`` (frames, fps, ETA)."""
+
+    def __call__(
+        self, fraction: float, stage: str, detail: dict[str, Any] | None = None
+    ) -> None: ...
+
+
+CONTENT_TYPES: dict[str, str] = {
+    "jpeg": "image/jpeg",
+    "png": "image/png",
+    "webp": "image/webp",
+    "mp4": "video/mp4",
+    "webm": "video/webm",
+}
+EXTENSIONS: dict[str, str] = {
+    "jpeg": "jpg",
+    "png": "png",
+    "webp": "webp",
+    "mp4": "mp4",
+    "webm": "webm",
+}
+ResultFormat = OutputFormat | Literal["mp4", "webm"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,7 @@ class JobOutput:
     """The encoded result of a job and what is recorded about it."""
 
     data: bytes
-    format: OutputFormat
+    format: ResultFormat
     width: int
     height: int
     frames: int
@@ -67,7 +86,8 @@ def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
 
 
 class EngineRunner:
-    """JobRunner on the real engine: decode, Pipeline(spec).run_image, encode."""
+    """JobRunner on the real engine: decode, Pipeline(spec).run_image, encode (video jobs:
+    ``jobs.video_runner``)."""
 
     def __init__(self, tenant_store: TenantStore) -> None:
         self.tenant_store = tenant_store
@@ -75,6 +95,10 @@ class EngineRunner:
     def run(
         self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
     ) -> JobOutput:
+        if job.kind == "video":
+            from facegate.jobs.video_runner import run_video_job  # imports this module
+
+            return run_video_job(self.tenant_store, job, policy, cancel, on_progress)
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
         check_spec_allowed(spec, policy)  # the policy may have changed since submission

@@ -6,6 +6,7 @@ import base64
 import binascii
 import uuid
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -48,6 +49,10 @@ class JobOut(BaseModel):
     kind: str
     progress: float
     stage: str | None
+    progress_detail: dict[str, Any] | None = Field(
+        None,
+        description="Video jobs: frames_done, frames_total, fps, eta_seconds, elapsed_seconds",
+    )
     attempts: int
     cancel_requested: bool
     inputs: list[str]
@@ -67,6 +72,7 @@ class JobOut(BaseModel):
             kind=job.kind,
             progress=job.progress,
             stage=job.stage,
+            progress_detail=job.progress_detail,
             attempts=job.attempts,
             cancel_requested=job.cancel_requested,
             inputs=list(job.inputs),

@@ -14,10 +14,12 @@ from sqlalchemy.orm import Session
 
 from facegate.api.errors import NotFound, QuotaExceeded, UnprocessableEntity
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
+from facegate.engine.pipeline import PipelineSpec
 from facegate.jobs.models import Job
 from facegate.jobs.options import parse_options, validate_processors
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.repository import JobRepository
+from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.storage.base import StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
@@ -96,8 +98,7 @@ class JobService:
             )
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
         sources = [load_image(data, limits) for data in request.sources]
-        target = load_image(request.target, limits)
-        check_output_resolution(spec, policy, target.width, target.height)
+        kind, target_type = self._check_target(request.target, spec, policy, limits)
         queued = self.jobs.count_in_status(tenant_id, ("queued",))
         if queued >= policy.max_queued_jobs:
             raise QuotaExceeded(
@@ -120,7 +121,7 @@ class JobService:
             id=uuid.uuid4(),
             tenant_id=tenant_id,
             status="queued",
-            kind="image",
+            kind=kind,
             spec=spec.model_dump(mode="json"),
             priority=policy.priority,
             max_attempts=MAX_ATTEMPTS,
@@ -128,16 +129,28 @@ class JobService:
         )
         names: list[str] = []
         uploads = [
-            (f"source-{i}", data, img)
+            (f"source-{i}", data, _image_type(img))
             for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
         ]
-        uploads.append(("target", request.target, target))
-        for name, data, image in uploads:
-            self._store_input(request, policy, job.id, name, data, image)
+        uploads.append(("target", request.target, target_type))
+        for name, data, content_type in uploads:
+            self._store_input(request, policy, job.id, name, data, content_type)
             names.append(name)
         job.inputs = names
         self.jobs.add(job)
         return Submitted(job, created=True)
+
+    @staticmethod
+    def _check_target(
+        data: bytes, spec: PipelineSpec, policy: Policy, limits: ImageLimits
+    ) -> tuple[str, str]:
+        """(job kind, content type) of a target that passed the policy; a video is told
+        apart by its bytes and probed under the tenant's video limits."""
+        if is_video(data):
+            return "video", input_content_type(check_video_target(data, spec, policy))
+        target = load_image(data, limits)
+        check_output_resolution(spec, policy, target.width, target.height)
+        return "image", _image_type(target)
 
     def _store_input(
         self,
@@ -146,7 +159,7 @@ class JobService:
         job_id: uuid.UUID,
         name: str,
         data: bytes,
-        image: LoadedImage,
+        content_type: str,
     ) -> None:
         try:
             ref = self.tenant_store.put(
@@ -156,12 +169,16 @@ class JobService:
                 job_id=job_id,
                 name=name,
                 data=data,
-                content_type=IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream"),
+                content_type=content_type,
                 quota_bytes=policy.storage_quota_bytes,
             )
         except StorageQuotaExceeded as exc:
             raise _storage_quota(exc) from None
         request.written.append(ref.key)
+
+
+def _image_type(image: LoadedImage) -> str:
+    return IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream")
 
 
 def _storage_quota(exc: StorageQuotaExceeded) -> QuotaExceeded:

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from sqlalchemy import Engine, select
@@ -256,14 +257,14 @@ class WorkerPool:
     def _progress_fn(self, flight: _InFlight) -> ProgressFn:
         last = [0.0]
 
-        def report(fraction: float, stage: str) -> None:
+        def report(fraction: float, stage: str, detail: dict[str, Any] | None = None) -> None:
             now = time.monotonic()
             if now - last[0] < self.config.progress_every_seconds and fraction < 1.0:
                 return
             last[0] = now
             with session_scope(self.sessions) as session:
                 state = leases.report_progress(
-                    session, flight.claim.job_id, flight.claim.lease_owner, fraction, stage
+                    session, flight.claim.job_id, flight.claim.lease_owner, fraction, stage, detail
                 )
             if not state.held or state.cancel_requested:
                 flight.cancel.set()

@@ -1,0 +1,107 @@
+"""Runs one claimed video job: the target streamed from storage to a private temporary file
+(PyAV reads files), ``Pipeline.run_video`` with progress and cancellation, the result read
+back for storing. Nothing reaches storage unless the run completes: the engine writes the
+output under a hidden name and renames it only when finished, in a folder deleted after.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from facegate.engine.image import ImageLimits, LoadedImage, load_image
+from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.video import VideoProgress
+from facegate.jobs.models import Job
+from facegate.jobs.policy import check_spec_allowed
+from facegate.jobs.runner import JobOutput, ProgressFn
+from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
+from facegate.storage.tenant import TenantStore
+from facegate.tenancy.models import Policy
+
+#: at most this often a progress row is written (the engine reports every 0.25 s)
+PROGRESS_EVERY_SECONDS = 0.5
+
+
+def download_input(store: TenantStore, job: Job, name: str, path: Path) -> int:
+    """Stream one input of the job into ``path`` (any backend); returns its size."""
+    size = 0
+    with path.open("wb") as handle:
+        for chunk in store.iter_chunks(job.tenant_id, "inputs", job.id, name):
+            handle.write(chunk)
+            size += len(chunk)
+    return size
+
+
+def progress_reporter(
+    on_progress: ProgressFn, every: float = PROGRESS_EVERY_SECONDS
+) -> Callable[[VideoProgress], None]:
+    """VideoProgress -> the job's progress, stage and detail, throttled to ``every``."""
+    last = [float("-inf")]
+
+    def report(progress: VideoProgress) -> None:
+        now = time.monotonic()
+        final = progress.frames_done >= progress.frames_total
+        if now - last[0] < every and not final:
+            return
+        last[0] = now
+        eta = progress.eta_seconds
+        detail = {
+            "frames_done": progress.frames_done,
+            "frames_total": progress.frames_total,
+            "fps": round(progress.fps, 2),
+            "eta_seconds": round(eta, 1) if eta is not None else None,
+            "elapsed_seconds": round(progress.elapsed_seconds, 1),
+        }
+        on_progress(progress.fraction, "process", detail)
+
+    return report
+
+
+def run_video_job(
+    store: TenantStore, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+) -> JobOutput:
+    """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput)."""
+    started = time.perf_counter()
+    spec = PipelineSpec.model_validate(job.spec)
+    check_spec_allowed(spec, policy)  # the policy may have changed since submission
+    on_progress(0.0, "load")
+    image_limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+    sources: list[LoadedImage] = []
+    input_bytes = 0
+    with tempfile.TemporaryDirectory(prefix="facegate-video-") as folder:
+        target = Path(folder) / "target"
+        for name in job.inputs:
+            if name.startswith("source-"):
+                data = store.get(job.tenant_id, "inputs", job.id, name)
+                sources.append(load_image(data, image_limits))
+                input_bytes += len(data)
+        input_bytes += download_input(store, job, "target", target)
+        info = probe_with_policy(target, policy)
+        fmt = output_format(info)
+        dst = Path(folder) / f"result.{fmt}"
+        on_progress(0.0, "analyse")
+        result = Pipeline(spec).run_video(
+            [s.frame for s in sources],
+            target,
+            dst,
+            options=video_options(info, policy),
+            limits=video_limits(policy),
+            cancel=cancel,
+            on_progress=progress_reporter(on_progress),
+        )
+        data = dst.read_bytes()
+    source_pixels = sum(s.width * s.height for s in sources)
+    return JobOutput(
+        data=data,
+        format=fmt,
+        width=result.width,
+        height=result.height,
+        frames=result.frames,
+        compute_seconds=time.perf_counter() - started,
+        input_pixels=source_pixels + info.width * info.height * info.frames,
+        input_bytes=input_bytes,
+    )
