@@ -30,6 +30,9 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "data_dir": tmp_path,
         "models_dir": tmp_path / "models",
         "workers": 0,
+        # Off unless a test turns it on (tests/ratelimit): polling helpers and tests of
+        # refused credentials would otherwise trip the default limits and bans.
+        "rate_limit_enabled": False,
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import structlog
 from prometheus_client import Counter, Gauge
@@ -27,6 +27,9 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from facegate.api.errors import ServiceUnavailable
+
+if TYPE_CHECKING:
+    from facegate.settings import Settings
 
 State = Literal["closed", "open", "half-open"]
 T = TypeVar("T")
@@ -67,6 +70,10 @@ class BreakerConfig:
 
     failure_threshold: int = 5
     reset_timeout: float = 10.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BreakerConfig:
+        return cls(settings.breaker_failure_threshold, settings.breaker_reset_seconds)
 
 
 class CircuitBreaker:

@@ -67,6 +67,23 @@ class Settings(BaseSettings):
     jwt_scope_claim: str = "scope"
     jwt_leeway_seconds: int = Field(default=30, ge=0, le=600)
 
+    # Gateway: rate limits (Redis when redis_url is set, else in memory), fail2ban-style
+    # bans, load shedding and circuit breakers (see docs/cluster.md).
+    rate_limit_enabled: bool = True
+    rate_limit_ip_per_minute: int = Field(default=120, ge=1)  # unauthenticated, per IP
+    rate_limit_fail_mode: Literal["open", "closed"] = "open"  # when Redis is unreachable
+    rate_limit_key_prefix: str = "facegate"
+    trusted_proxies: list[str] = Field(default_factory=list)  # CIDRs allowed to set XFF
+    ban_max_failures: int = Field(default=5, ge=1)
+    ban_window_seconds: int = Field(default=600, ge=1)
+    ban_seconds: int = Field(default=600, ge=1)  # doubles with each repeat ban
+    ban_max_seconds: int = Field(default=7 * 24 * 3600, ge=1)
+    max_in_flight_requests: int = Field(default=256, ge=0)  # 0: no cap
+    max_queued_jobs_total: int = Field(default=10_000, ge=0)  # all tenants; 0: no cap
+    shed_retry_after_seconds: int = Field(default=5, ge=1)
+    breaker_failure_threshold: int = Field(default=5, ge=1)
+    breaker_reset_seconds: float = Field(default=10.0, gt=0)
+
     @property
     def tls_enabled(self) -> bool:
         return self.tls_cert is not None and self.tls_key is not None

@@ -19,6 +19,8 @@ from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.state import AppState
 from facegate.database import create_engine_from_url, create_session_factory, migrate
 from facegate.observability.setup import install_observability
+from facegate.ratelimit.install import install_gateway
+from facegate.resilience import BreakerConfig, CircuitBreaker, guard_engine
 from facegate.settings import Settings
 from facegate.tenancy.jwt import JwtVerifier
 
@@ -26,6 +28,7 @@ from facegate.tenancy.jwt import JwtVerifier
 ROUTERS: tuple[str, ...] = (
     "facegate.api.health:router",
     "facegate.tenancy.endpoints:router",
+    "facegate.ratelimit.endpoints:router",
     "facegate.jobs.endpoints:router",
     "facegate.usage.endpoints:router",
     "facegate.observability.audit.endpoints:router",
@@ -62,6 +65,7 @@ def create_app(
         if run_migrations:
             migrate(settings.database_url)
         engine = create_engine_from_url(settings.database_url)
+        guard_engine(engine, CircuitBreaker("database", BreakerConfig.from_settings(settings)))
         state = AppState(
             settings=settings,
             engine=engine,
@@ -84,6 +88,7 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_gateway(app, settings)  # rate limits, bans, load shedding (inside the next one)
     app.add_middleware(RequestContextMiddleware, hsts=settings.tls_enabled)
     # After the request-context middleware: the metrics/access-log one is then outermost.
     install_observability(app, settings)

@@ -19,11 +19,13 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import PROBLEM_RESPONSES, Forbidden
+from facegate.api.errors import PROBLEM_RESPONSES, Forbidden, Unauthorized
 from facegate.api.state import AppState
 from facegate.database import session_scope
+from facegate.ratelimit.gateway import Gateway
 from facegate.tenancy.identity import authenticate
 from facegate.tenancy.principal import Principal
+from facegate.tenancy.service import TenancyService
 
 
 def get_state(request: Request) -> AppState:
@@ -53,14 +55,28 @@ def get_principal(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     api_key: Annotated[str | None, Depends(_api_key_header)],
 ) -> Principal:
-    """The caller, from an API key or a JWT; 401 problem+json otherwise."""
-    principal = authenticate(
-        session,
-        authorization=f"Bearer {bearer.credentials}" if bearer else None,
-        api_key=api_key,
-        verifier=get_state(request).jwt_verifier,
-    )
+    """The caller, from an API key or a JWT; 401 problem+json otherwise. With the gateway
+    installed, failed attempts count towards the client IP's ban and the tenant's rate
+    limit is applied here, where the tenant becomes known."""
+    gateway: Gateway | None = getattr(request.state, "gateway", None)
+    try:
+        principal = authenticate(
+            session,
+            authorization=f"Bearer {bearer.credentials}" if bearer else None,
+            api_key=api_key,
+            verifier=get_state(request).jwt_verifier,
+        )
+    except Unauthorized:
+        if gateway is not None:
+            gateway.record_auth_failure(request.state.client_ip)
+        raise
     request.state.principal = principal
+    if gateway is not None:
+        tenant_id = principal.tenant_id
+        per_minute = gateway.tenant_rate(
+            tenant_id, lambda: TenancyService(session).get_policy(tenant_id).requests_per_minute
+        )
+        request.state.ratelimit = gateway.limit_tenant(tenant_id, per_minute)
     return principal
 
 

@@ -94,6 +94,13 @@ class JobRepository:
         stmt = select(func.count()).select_from(scoped.subquery())
         return int(self.session.execute(stmt).scalar_one())
 
+    def count_queued_all_tenants(self) -> int:
+        """Queued jobs of every tenant: one number for the global load-shedding cap
+        (``facegate.api.shedding``); no row of any tenant leaves this method."""
+        scoped = self.operator_statement().where(Job.status == "queued")
+        stmt = select(func.count()).select_from(scoped.subquery())
+        return int(self.session.execute(stmt).scalar_one())
+
     def add(self, job: Job) -> Job:
         self.session.add(job)
         self.session.flush()

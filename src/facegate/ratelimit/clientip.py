@@ -1,0 +1,61 @@
+"""The client's IP: the socket peer, or ``X-Forwarded-For`` when the peer is a trusted proxy.
+
+A client can write any ``X-Forwarded-For`` it likes, so the header is believed only when
+the request came from a configured proxy, and only as far as the chain of trusted proxies
+goes: walking the header from the right, the first address that is not a trusted proxy is
+the client (everything left of it was written by the client itself).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Sequence
+
+from starlette.types import Scope
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+UNKNOWN_CLIENT = "unknown"
+
+
+def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
+    """CIDRs (or single addresses) of trusted proxies; raises ValueError on a bad one."""
+    return tuple(ipaddress.ip_network(value.strip(), strict=False) for value in values)
+
+
+def _address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address(value.strip())
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _trusted(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address, nets: Sequence[Network]
+) -> bool:
+    return any(address in network for network in nets)
+
+
+def client_ip(scope: Scope, trusted_proxies: Sequence[Network] = ()) -> str:
+    """The IP the request comes from, as a normalised string (``UNKNOWN_CLIENT`` when the
+    server has no peer address, e.g. a test transport)."""
+    client = scope.get("client")
+    peer = _address(client[0]) if client else None
+    if peer is None:
+        return UNKNOWN_CLIENT
+    if not trusted_proxies or not _trusted(peer, trusted_proxies):
+        return str(peer)
+    forwarded: list[str] = []
+    for name, value in scope.get("headers", []):
+        if name == b"x-forwarded-for":
+            forwarded.extend(part for part in value.decode("latin-1").split(",") if part.strip())
+    for hop in reversed(forwarded):
+        address = _address(hop)
+        if address is None:
+            break  # garbage in the chain: trust nothing left of it
+        if not _trusted(address, trusted_proxies):
+            return str(address)
+        peer = address
+    return str(peer)

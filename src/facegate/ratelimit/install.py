@@ -1,0 +1,26 @@
+"""Wire the gateway into an app: rate limits and bans, load shedding."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from facegate.api.shedding import LoadSheddingMiddleware
+from facegate.ratelimit.gateway import Gateway
+from facegate.ratelimit.middleware import GatewayMiddleware
+from facegate.settings import Settings
+
+
+def install_gateway(app: FastAPI, settings: Settings) -> None:
+    """Add the middleware; call it before the request-context middleware is added, so that
+    one stays outside (request ids on the gateway's refusals too). Order inside: shedding
+    first (cheapest refusal), then bans and limits."""
+    if settings.rate_limit_enabled:
+        gateway = Gateway.from_settings(settings)
+        app.state.gateway = gateway
+        app.add_middleware(GatewayMiddleware, gateway=gateway)
+    app.add_middleware(
+        LoadSheddingMiddleware,
+        max_in_flight=settings.max_in_flight_requests,
+        max_queued=settings.max_queued_jobs_total,
+        retry_after=settings.shed_retry_after_seconds,
+    )
