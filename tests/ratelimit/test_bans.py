@@ -22,7 +22,7 @@ class FakeClock:
         return self.now
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def stores(request: pytest.FixtureRequest) -> Iterator[tuple[BanStore, FakeClock]]:
     clock = FakeClock()
     if request.param == "memory":
