@@ -122,42 +122,23 @@ def swap(
         raise click.UsageError("give at least one SOURCE and a TARGET")
     from facegate.cli.swap_video import is_video_target, run_video_swap
 
-    if is_video_target(paths[-1]):
-        document = build_spec_document(
-            processors=processors,
-            selector=selector,
-            order=order,
-            mapping=mapping,
-            blend=blend,
-            mask=mask,
-            output_format="jpeg",
-            quality=output_quality,
-        )
-        try:
-            run_video_swap(paths, output, reference, document)
-        except EngineError as exc:
-            click.echo(f"error: {exc.code}: {exc.detail}", err=True)
-            sys.exit(2)
-        return
-    fmt = FORMATS_BY_SUFFIX.get(output.suffix.lower())
+    video = is_video_target(paths[-1])
+    # A video's container follows its own suffix; the image format only matters for images.
+    fmt = "jpeg" if video else FORMATS_BY_SUFFIX.get(output.suffix.lower())
     if fmt is None:
         raise click.UsageError(f"unknown output suffix {output.suffix!r} (use .jpg, .png or .webp)")
+    document = build_spec_document(
+        processors=processors,
+        selector=selector,
+        order=order,
+        mapping=mapping,
+        blend=blend,
+        mask=mask,
+        output_format=fmt,
+        quality=output_quality,
+    )
     try:
-        run_swap(
-            paths,
-            output,
-            reference,
-            build_spec_document(
-                processors=processors,
-                selector=selector,
-                order=order,
-                mapping=mapping,
-                blend=blend,
-                mask=mask,
-                output_format=fmt,
-                quality=output_quality,
-            ),
-        )
+        (run_video_swap if video else run_swap)(paths, output, reference, document)
     except EngineError as exc:
         click.echo(f"error: {exc.code}: {exc.detail}", err=True)
         sys.exit(2)
