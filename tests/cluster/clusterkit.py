@@ -70,7 +70,10 @@ def add_tenants(engine: Engine, caps: dict[str, int]) -> None:
     with session_scope_of(engine) as session:
         for tenant_id, cap in caps.items():
             tenant = Tenant(id=tenant_id, name=tenant_id)
-            tenant.policy = Policy(max_concurrent_jobs=cap, device_limit=cap)
+            # Rate limits are not under test here (the restart test polls the API often).
+            tenant.policy = Policy(
+                max_concurrent_jobs=cap, device_limit=cap, requests_per_minute=1_000_000
+            )
             session.add(tenant)
 
 
