@@ -34,6 +34,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.observability.audit.endpoints:router",
     "facegate.observability.endpoints:router",
     "facegate.api.faces_endpoints:router",
+    "facegate.models.endpoints:router",
     "facegate.api.console:router",
 )
 

@@ -158,6 +158,8 @@ class Pipeline:
         """Run every processor on one frame. ``faces`` skips detection (video tracking);
         ``selected`` skips selection (video keeps each track's pairing across frames)."""
         ctx.check_cancelled()
+        # The frame as it came, for processors that restore something of it (expression).
+        ctx.state.setdefault("pipeline", {})["original_frame"] = frame
         target_faces = list(faces) if faces is not None else self.analyser.analyse(frame)
         ctx.target_faces = sort_faces(target_faces, self.spec.selector.order)
         if selected is not None:

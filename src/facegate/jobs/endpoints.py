@@ -23,6 +23,8 @@ from facegate.engine.errors import MediaTooLarge
 from facegate.engine.image import OUTPUT_FORMATS
 from facegate.engine.processors.registry import default_registry
 from facegate.jobs.events import job_events
+from facegate.jobs.options import parse_options
+from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.runtime import tenant_store_for, wake_workers, write_sessions
 from facegate.jobs.schemas import (
@@ -34,6 +36,12 @@ from facegate.jobs.schemas import (
     encode_cursor,
 )
 from facegate.jobs.service import JobService, Submission, Submitted
+from facegate.models.installed import (
+    check_spec_installed,
+    installed_models,
+    model_store_for,
+    processor_installed,
+)
 from facegate.observability.jobs import audit_submission, observe_submitted
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
@@ -60,6 +68,7 @@ _RESULT_RESPONSES: dict[int | str, dict[str, Any]] = {
 _SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **UPLOAD_PROBLEM_RESPONSES,
     200: {"description": "An earlier submission with the same Idempotency-Key", "model": JobOut},
+    409: problem_openapi("A processor or model the job asks for is not installed"),
     503: problem_openapi("A model the job needs is unavailable"),
 }
 
@@ -107,6 +116,10 @@ def submit_job(
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
     state = get_state(request)
     policy = TenancyService(session).get_policy(principal.tenant_id)
+    # Allowed (403) before installed (409): what the plan excludes is not worth looking up.
+    spec = parse_options(options)
+    check_spec_allowed(spec, policy)
+    check_spec_installed(spec, principal.tenant_id, model_store_for(state.settings.models_dir))
     # End the request's transaction (authentication may have written to it) before the
     # submission asks for SQLite's write lock.
     session.commit()
@@ -238,12 +251,20 @@ def stream_events(
 def get_capabilities(
     request: Request, session: SessionDep, principal: ReadPrincipal
 ) -> Capabilities:
-    """Processors, models and limits the calling tenant may use."""
+    """Processors and models the calling tenant may use and that are installed (built-in,
+    shared, and its own private models), and its limits."""
     policy = TenancyService(session).get_policy(principal.tenant_id)
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    settings = get_state(request).settings
+    store = tenant_store_for(settings.storage_url)
+    models = model_store_for(settings.models_dir)
+    tenant = principal.tenant_id
     return Capabilities(
-        processors=[p for p in default_registry().names() if policy.allows_processor(p)],
-        models=sorted(policy.allowed_models),
+        processors=[
+            p
+            for p in default_registry().names()
+            if policy.allows_processor(p) and processor_installed(models, tenant, p)
+        ],
+        models=[m for m in installed_models(models, tenant) if policy.allows_model(m)],
         output_formats=list(OUTPUT_FORMATS),
         limits=Limits(
             max_input_bytes=policy.max_input_bytes,

@@ -98,6 +98,8 @@ class Job(Base):
     result_pixels: Mapped[int | None] = mapped_column(BigInteger, default=None)
     result_frames: Mapped[int | None] = mapped_column(Integer, default=None)
     compute_seconds: Mapped[float | None] = mapped_column(Float, default=None)
+    # Model name -> tag the run used (pins and A/B variants, recorded for audit).
+    models_used: Mapped[dict[str, str] | None] = mapped_column(JSON, default=None)
 
     @property
     def is_terminal(self) -> bool:

@@ -130,6 +130,9 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     migrate(settings.database_url)
     engine = create_engine_from_url(settings.database_url, pool_size=options.concurrency + 4)
     tenant_store = tenant_store_for(settings.storage_url)
+    from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
+
+    use_models_dir(settings.models_dir)  # the engine resolves models in this store
     config = WorkerConfig(
         workers=options.concurrency,
         lease_seconds=settings.job_lease_seconds,

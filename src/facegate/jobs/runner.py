@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.jobs.models import Job
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
+from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 
@@ -57,6 +58,8 @@ class JobOutput:
     # What went in (usage metering): pixels of every input image, bytes of every upload.
     input_pixels: int = 0
     input_bytes: int = 0
+    # Model name -> tag the run used (the tenant's pins / A/B variant), stored on the job.
+    models_used: dict[str, str] = field(default_factory=dict)
 
     @property
     def content_type(self) -> str:
@@ -120,8 +123,14 @@ class EngineRunner:
             raise RuntimeError(f"job {job.id} has no target input")
         check_output_resolution(spec, policy, target.width, target.height)
         pipeline = Pipeline(spec)
+        models_used: dict[str, str] = {}
         frame = pipeline.run_image(
-            [s.frame for s in sources], target.frame, cancel=cancel, on_progress=on_progress
+            [s.frame for s in sources],
+            target.frame,
+            cancel=cancel,
+            on_progress=on_progress,
+            model_request=model_request_for(job.tenant_id, str(job.id), policy),
+            models_used=models_used,
         )
         fmt = output_format(spec, target)
         alpha = (
@@ -141,4 +150,5 @@ class EngineRunner:
             compute_seconds=time.perf_counter() - started,
             input_pixels=input_pixels,
             input_bytes=input_bytes,
+            models_used=models_used,
         )

@@ -54,6 +54,9 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     if settings.workers == 0:
         yield None
         return
+    from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
+
+    use_models_dir(settings.models_dir)  # the engine resolves models in this store
     config = WorkerConfig(
         workers=settings.workers,
         lease_seconds=settings.job_lease_seconds,

@@ -33,6 +33,7 @@ class JobResult(BaseModel):
     pixels: int | None
     frames: int | None
     compute_seconds: float | None
+    models_used: dict[str, str] | None = None
 
 
 class JobLinks(BaseModel):
@@ -90,6 +91,7 @@ class JobOut(BaseModel):
                 pixels=job.result_pixels,
                 frames=job.result_frames,
                 compute_seconds=job.compute_seconds,
+                models_used=job.models_used,
             )
             if job.status == "succeeded"
             else None,

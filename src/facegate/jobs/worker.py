@@ -310,6 +310,7 @@ class WorkerPool:
                     result_pixels=output.width * output.height * output.frames,
                     result_frames=output.frames,
                     compute_seconds=output.compute_seconds,
+                    models_used=dict(output.models_used) or None,
                 )
                 if not done:
                     raise _LeaseLost

@@ -94,6 +94,13 @@ class Policy(Base):
     retention_days: Mapped[int] = mapped_column(Integer, default=7)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     moderation: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Tenant-private models (POST /v1/models) and which tag of each model its jobs use:
+    # ``model_tag`` is the specification's MODEL_TAG, ``model_pins`` name -> tag,
+    # ``model_splits`` name -> {tag: weight} (A/B, the variant recorded on the job).
+    allow_custom_models: Mapped[bool] = mapped_column(Boolean, default=False)
+    model_tag: Mapped[str | None] = mapped_column(String(100), default=None)
+    model_pins: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    model_splits: Mapped[dict[str, dict[str, float]]] = mapped_column(JSON, default=dict)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
     tenant: Mapped[Tenant] = relationship(back_populates="policy")

@@ -51,6 +51,20 @@ class PolicySpec(BaseModel):
     retention_days: int = Field(default=7, ge=1, le=3650)
     priority: int = Field(default=0, ge=-100, le=100)
     moderation: bool = False
+    allow_custom_models: bool = False
+    model_tag: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", validation_alias="MODEL_TAG"
+    )
+    model_pins: dict[str, str] = Field(default_factory=dict)
+    model_splits: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("model_splits")
+    @classmethod
+    def _splits_have_weight(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for name, weights in value.items():
+            if not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+                raise ValueError(f"A/B split of {name!r} needs non-negative weights, sum > 0")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -147,6 +161,10 @@ class PolicyOut(BaseModel):
     retention_days: int
     priority: int
     moderation: bool
+    allow_custom_models: bool = False
+    model_tag: str | None = None
+    model_pins: dict[str, str] = Field(default_factory=dict)
+    model_splits: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 class TenantOut(BaseModel):

@@ -68,7 +68,7 @@ class ModelStore:
             if not name_dir.is_dir() or (tenant is None and name_dir.name == TENANTS_DIR):
                 continue
             for tag_dir in sorted(name_dir.iterdir(), key=lambda p: tag_sort_key(p.name)):
-                if tag_dir.is_dir():
+                if tag_dir.is_dir() and not tag_dir.name.startswith("."):
                     try:
                         found.append(read_manifest(tag_dir, tenant=tenant))
                     except ModelUnavailable:
@@ -101,7 +101,9 @@ class ModelStore:
         if not name_dir.is_dir():
             return []
         dirs = sorted(
-            (p for p in name_dir.iterdir() if p.is_dir()), key=lambda p: tag_sort_key(p.name)
+            # dot-dirs are additions or removals in progress, never a version
+            (p for p in name_dir.iterdir() if p.is_dir() and not p.name.startswith(".")),
+            key=lambda p: tag_sort_key(p.name),
         )
         return [read_manifest(d, tenant=tenant) for d in dirs]
 
@@ -199,3 +201,20 @@ class ModelStore:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return version
+
+    def remove(self, name: str, tag: str, *, tenant: str) -> None:
+        """Delete a tenant's private ``name:tag`` (shared models are removed by operators on
+        disk); ModelUnavailable when it does not exist. Running jobs keep their session."""
+        target = (
+            self._base(tenant) / check_safe_name(name, "model name") / check_safe_name(tag, "tag")
+        )
+        if not target.is_dir():
+            raise ModelUnavailable(f"model {name}:{tag} is not installed")
+        # Rename first, so a concurrent resolve sees the version either complete or gone.
+        doomed = target.with_name(f".{tag}.deleting-{os.getpid()}-{threading.get_ident()}")
+        target.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        try:
+            target.parent.rmdir()  # the last tag of this name
+        except OSError:
+            pass

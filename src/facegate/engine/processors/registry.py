@@ -21,6 +21,8 @@ PROCESSORS: dict[str, str] = {
     "face_debugger": "facegate.engine.processors.face_debugger:FaceDebugger",
     "face_enhancer": "facegate.engine.processors.face_enhancer:FaceEnhancer",
     "frame_enhancer": "facegate.engine.processors.frame_enhancer:FrameEnhancer",
+    "age_modifier": "facegate.engine.processors.age_modifier:AgeModifier",
+    "expression_restorer": "facegate.engine.processors.expression_restorer:ExpressionRestorer",
 }
 
 

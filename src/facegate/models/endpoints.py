@@ -1,0 +1,71 @@
+"""HTTP routes of tenant models: upload (when the policy allows it), list, delete. Every
+route is scoped to the caller's tenant; another tenant's model answers 404."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile
+
+from facegate.api.deps import SessionDep, get_state, scoped
+from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
+from facegate.engine.models.manifest import MODEL_KINDS
+from facegate.models.installed import model_store_for
+from facegate.models.schemas import ModelList, ModelOut
+from facegate.models.service import ModelService
+from facegate.tenancy.principal import Principal
+from facegate.tenancy.service import TenancyService
+
+router = APIRouter(prefix="/v1", tags=["models"], responses=PROBLEM_RESPONSES)
+
+ReadPrincipal = Annotated[Principal, scoped("jobs:read")]
+WritePrincipal = Annotated[Principal, scoped("jobs:write")]
+DEFAULT_MAX_MODEL_BYTES = 1 << 30  # inswapper_128 is 554 MB; nothing FaceFusion ships is > 1 GB
+
+
+def _service(request: Request) -> ModelService:
+    settings = get_state(request).settings
+    max_bytes = int(getattr(settings, "max_model_bytes", DEFAULT_MAX_MODEL_BYTES))
+    return ModelService(model_store_for(settings.models_dir), max_bytes)
+
+
+@router.post(
+    "/models",
+    status_code=201,
+    responses={
+        403: problem_openapi("The tenant's policy does not allow custom models"),
+        409: problem_openapi("This name and tag already exist"),
+        422: problem_openapi("The file is not a valid model of the declared kind"),
+    },
+)
+def upload_model(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    principal: WritePrincipal,
+    file: Annotated[UploadFile, File(description="The ONNX model file")],
+    name: Annotated[str, Form(max_length=100)],
+    kind: Annotated[str, Form(description=f"One of: {', '.join(sorted(MODEL_KINDS))}")],
+    tag: Annotated[str, Form(max_length=100)] = "v1",
+    licence: Annotated[str, Form(max_length=200)] = "proprietary",
+) -> ModelOut:
+    """Install a private ONNX model for the calling tenant (checked before it is accepted)."""
+    policy = TenancyService(session).get_policy(principal.tenant_id)
+    version = _service(request).upload(
+        principal.tenant_id, policy, file.file, name=name, tag=tag, kind=kind, licence=licence
+    )
+    response.headers["Location"] = f"/v1/models/{version.name}/{version.tag}"
+    return ModelOut.of(version)
+
+
+@router.get("/models")
+def list_models(request: Request, principal: ReadPrincipal) -> ModelList:
+    """Models the calling tenant's jobs can use: built-in, shared and its own."""
+    return ModelList(items=[ModelOut.of(v) for v in _service(request).list(principal.tenant_id)])
+
+
+@router.delete("/models/{name}/{tag}", status_code=204, response_class=Response)
+def delete_model(name: str, tag: str, request: Request, principal: WritePrincipal) -> Response:
+    """Remove one of the calling tenant's own model versions."""
+    _service(request).delete(principal.tenant_id, name, tag)
+    return Response(status_code=204)

@@ -1,0 +1,93 @@
+"""What is installed for a tenant (built-ins + the shared store + its own models), for
+``/v1/capabilities`` and the check at submission: asking for an absent processor or model is
+a 409 naming it, before anything is stored."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from facegate.api.errors import Conflict
+from facegate.engine.models.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
+from facegate.engine.models.store import ModelStore
+from facegate.engine.models.swap_models import SWAPPERS
+from facegate.engine.pipeline import PipelineSpec
+
+RECOGNIZER = "arcface_w600k_r50"
+BUILTIN_SWAP_BACKENDS = frozenset({"mesh_warp"})
+# The model a processor uses when the job names none (the processors' option defaults).
+DEFAULT_MODELS: dict[str, str] = {
+    "face_enhancer": "realesr_animevideov3_x4",
+    "frame_enhancer": "realesr_animevideov3_x2",
+    "age_modifier": "styleganex_age",
+    "expression_restorer": "live_portrait",
+}
+MODEL_PROCESSORS = frozenset(DEFAULT_MODELS)
+
+
+@lru_cache(maxsize=8)
+def model_store_for(models_dir: Path) -> ModelStore:
+    """One store per models directory (it caches sha256 checks)."""
+    return ModelStore(Path(models_dir))
+
+
+def needed_models(processor: str, model: str) -> list[str]:
+    """Store models one choice needs (an ONNX swapper also needs the recognizer, ...)."""
+    if processor == "face_swapper":
+        if model in BUILTIN_SWAP_BACKENDS:
+            return []
+        spec = SWAPPERS.get(model)
+        extra = [spec.converter] if spec is not None and spec.converter else []
+        return [model, RECOGNIZER, *extra]
+    if processor == "expression_restorer" and model == "live_portrait":
+        return list(LIVE_PORTRAIT_PARTS)
+    if processor == "age_modifier" and model == "fran":
+        return ["fran"]  # the age estimate (fairface) is optional: see the processor
+    return [model]
+
+
+def missing_models(store: ModelStore, tenant: str, processor: str, model: str) -> list[str]:
+    return [name for name in needed_models(processor, model) if not store.tags(name, tenant)]
+
+
+def installed_models(store: ModelStore, tenant: str) -> list[str]:
+    """Names of every model the tenant's jobs can resolve, plus the built-in swap backends."""
+    names = {version.name for version in store.list_models(tenant)}
+    return sorted(names | BUILTIN_SWAP_BACKENDS)
+
+
+def processor_installed(store: ModelStore, tenant: str, processor: str) -> bool:
+    """A processor without models is always there; one with models needs its default or any
+    model of its kind visible to the tenant."""
+    if processor not in MODEL_PROCESSORS:
+        return True
+    if not missing_models(store, tenant, processor, DEFAULT_MODELS[processor]):
+        return True
+    kinds = {v.kind for v in store.list_models(tenant)}
+    if processor == "expression_restorer":
+        return False  # all three LivePortrait parts are needed
+    return processor in kinds
+
+
+def check_spec_installed(spec: PipelineSpec, tenant: str, store: ModelStore) -> None:
+    """409 ``model-not-installed`` naming the first absent processor or model of the spec."""
+    for processor in spec.processors:
+        model = spec.processor_options.get(processor, {}).get("model")
+        if isinstance(model, str):
+            absent = missing_models(store, tenant, processor, model)
+            if absent:
+                raise Conflict(
+                    f"{processor}: model {absent[0]!r} is not installed"
+                    + (f" (needed by {model!r})" if absent[0] != model else ""),
+                    type_slug="model-not-installed",
+                    processor=processor,
+                    model=absent[0],
+                )
+        elif not processor_installed(store, tenant, processor):
+            raise Conflict(
+                f"processor {processor!r} has no model installed "
+                f"(its default is {DEFAULT_MODELS[processor]!r})",
+                type_slug="processor-not-installed",
+                processor=processor,
+                model=DEFAULT_MODELS[processor],
+            )

@@ -1,0 +1,56 @@
+"""Pydantic I/O of ``/v1/models``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from facegate.engine.models.manifest import ModelVersion
+
+
+class ModelFileOut(BaseModel):
+    role: str
+    name: str
+    sha256: str
+    bytes: int
+
+
+class ModelOut(BaseModel):
+    """One installed model version: the tenant's own (``scope=tenant``), the installation's
+    (``shared``) or one shipped in a package (``builtin``)."""
+
+    name: str
+    tag: str
+    kind: str
+    licence: str
+    scope: Literal["tenant", "shared", "builtin"]
+    input: dict[str, object]
+    files: list[ModelFileOut]
+
+    @classmethod
+    def of(cls, version: ModelVersion) -> ModelOut:
+        scope: Literal["tenant", "shared", "builtin"] = (
+            "builtin" if version.builtin else "tenant" if version.tenant else "shared"
+        )
+        return cls(
+            name=version.name,
+            tag=version.tag,
+            kind=version.kind,
+            licence=version.licence,
+            scope=scope,
+            input=dict(version.input),
+            files=[
+                ModelFileOut(
+                    role=f.role,
+                    name=f.path.name,
+                    sha256=f.sha256,
+                    bytes=f.path.stat().st_size if f.path.is_file() else 0,
+                )
+                for f in version.files
+            ],
+        )
+
+
+class ModelList(BaseModel):
+    items: list[ModelOut]
