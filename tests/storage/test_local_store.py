@@ -8,11 +8,18 @@ import uuid
 from pathlib import Path
 
 import pytest
+import s3fixtures
 
 from facegate.storage.base import InvalidKey, ObjectNotFound, ObjectStore
 from facegate.storage.factory import store_from_url
 from facegate.storage.local import LocalStore
 from facegate.storage.memory import MemoryStore
+
+# Fixtures are found by name in the test module.
+moto_endpoint = s3fixtures.moto_endpoint
+moto_client = s3fixtures.moto_client
+s3_credentials = s3fixtures.s3_credentials
+make_s3_store = s3fixtures.make_s3_store
 
 BAD_KEYS = [
     "",

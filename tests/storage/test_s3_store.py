@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import s3fixtures
 from storagefactories import S3Factory, create_database, create_tenant
 
 from facegate.database import session_scope
@@ -18,6 +19,12 @@ from facegate.storage.factory import store_from_url
 from facegate.storage.memory import MemoryStore
 from facegate.storage.s3 import MIB, S3Options, S3Store, S3Unavailable
 from facegate.storage.tenant import TenantStore, build_key
+
+# Fixtures are found by name in the test module.
+moto_endpoint = s3fixtures.moto_endpoint
+moto_client = s3fixtures.moto_client
+s3_credentials = s3fixtures.s3_credentials
+make_s3_store = s3fixtures.make_s3_store
 
 JOB = uuid.UUID("12345678-1234-5678-1234-567812345678")
 

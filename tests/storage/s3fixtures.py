@@ -1,5 +1,6 @@
-"""A moto S3 server on loopback for the S3 adapter's tests (the real S3 protocol over
-HTTP, no AWS account), and a factory of stores each on a fresh bucket."""
+"""Fixtures for the S3 adapter's tests (imported by the test modules that use them; a
+conftest.py here would shadow the root one for `from conftest import ...`): a moto S3 server
+on loopback (the real S3 protocol over HTTP, no AWS account), and stores on fresh buckets."""
 
 from __future__ import annotations
 
