@@ -94,6 +94,12 @@ class Gateway:
             breaker=breaker,
         )
 
+    @property
+    def remote(self) -> bool:
+        """Whether checks do network I/O (Redis): callers on an event loop should then run
+        them in a worker thread."""
+        return self.breaker is not None
+
     # -- outage handling ----------------------------------------------------------------
 
     def _guarded(self, what: str, call: Callable[[], T], fallback: T) -> T:

@@ -68,19 +68,14 @@ class GatewayMiddleware:
         state["client_ip"] = ip
         state["gateway"] = gateway
         try:
-            # Sync Redis calls go to a worker thread: a slow Redis must not stall the loop.
-            ban = await to_thread.run_sync(gateway.active_ban, ip)
-            if ban is not None:
-                request_banned()
-                retry = ban.retry_after(gateway.clock())
-                raise Banned(
-                    "too many failed authentications from this address; retry later",
-                    type_slug="banned",
-                    headers={"Retry-After": str(retry)},
-                    retry_after=retry,
-                )
-            if not has_credentials(scope):
-                state["ratelimit"] = await to_thread.run_sync(gateway.limit_ip, ip)
+            authenticated = has_credentials(scope)
+            if gateway.remote:
+                # Sync Redis calls go to a worker thread: a slow Redis must not stall the
+                # loop. In memory there is no I/O, and a thread hop would cost more.
+                decision = await to_thread.run_sync(_admit, gateway, ip, authenticated)
+            else:
+                decision = _admit(gateway, ip, authenticated)
+            state["ratelimit"] = decision
         except ProblemError as error:
             await send_problem(scope, send, error)
             return
@@ -97,3 +92,17 @@ class GatewayMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _admit(gateway: Gateway, ip: str, authenticated: bool) -> Decision | None:
+    """Refuse a banned IP; count an unauthenticated request against its IP's limit."""
+    ban = gateway.active_ban(ip)
+    if ban is not None:
+        request_banned()
+        retry = ban.retry_after(gateway.clock())
+        raise Banned(
+            "too many failed authentications from this address; retry later",
+            headers={"Retry-After": str(retry)},
+            retry_after=retry,
+        )
+    return None if authenticated else gateway.limit_ip(ip)
