@@ -134,6 +134,11 @@ def test_admin_creates_a_tenant_whose_key_sees_only_its_own_jobs(server: Any, pa
     page.fill("#tenant-name", "Acme Studios")
     page.click("#tenant-form button[type=submit]")
     expect(page.locator("#tenant-detail-title")).to_have_text("Tenant acme")
+    # A refusal by the server shows its problem+json detail, not raw JSON.
+    page.fill("#tenant-id", "acme")
+    page.click("#tenant-form button[type=submit]")
+    expect(page.locator("#tenant-error")).to_contain_text("acme")
+    assert "{" not in (page.locator("#tenant-error").text_content() or "")
 
     # Policy: an out-of-range value is refused in the page, a valid one is saved.
     page.fill("#policy-max_concurrent_jobs", "0")
@@ -152,6 +157,11 @@ def test_admin_creates_a_tenant_whose_key_sees_only_its_own_jobs(server: Any, pa
     expect(secret).to_have_text(re.compile(r"^fg_\S+$"))
     new_key = secret.text_content() or ""
     expect(page.locator("#key-table tbody tr")).to_have_count(1)
+    # The audit log lists what was just done, with its verification state.
+    expect(page.locator("#audit-table")).to_contain_text("key.create")
+    expect(page.locator("#audit-table")).to_contain_text("tenant.create")
+    expect(page.locator("#audit-state")).not_to_be_empty()
+    expect(page.locator("#admin-usage svg")).to_be_visible()
     screenshot(page, "admin")
 
     sign_out(page)

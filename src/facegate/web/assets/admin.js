@@ -12,8 +12,10 @@ const KNOWN_PROCESSORS = [
   "expression_restorer",
 ];
 // PolicySpec accepts the specification's names on input; PolicyOut answers with these.
-const OUTPUT_NAMES = { gpu_limit: "device_limit", output_resolution: "max_output_resolution" };
-const LABELS = { gpu_limit: "Device (GPU) limit", output_resolution: "Max output resolution" };
+const OUTPUT_NAMES = {
+  gpu_limit: "device_limit", output_resolution: "max_output_resolution", MODEL_TAG: "model_tag",
+};
+const LABELS = { gpu_limit: "Device (GPU) Limit", output_resolution: "Max Output Resolution" };
 
 const state = { selected: null, schema: null };
 
@@ -28,7 +30,8 @@ async function policySchema() {
 export async function showAdmin() {
   await loadTenants();
   if (state.selected) await selectTenant(state.selected);
-  await Promise.all([loadUsage(), loadAudit()]);
+  await loadUsage();
+  await loadAudit();
 }
 
 async function loadTenants() {
@@ -55,6 +58,7 @@ async function setStatus(id, verb) {
     await api(`/v1/admin/tenants/${encodeURIComponent(id)}/${verb}`, { method: "POST" });
     announce(`Tenant ${id} ${verb === "suspend" ? "suspended" : "resumed"}.`);
     await loadTenants();
+    await loadAudit();
   } catch (error) {
     flashMessage(error.message);
   }
@@ -79,6 +83,7 @@ async function createTenant(event) {
     announce(`Tenant ${body.id} created.`);
     await loadTenants();
     await selectTenant(body.id);
+    await loadAudit();
   } catch (failure) {
     showError(error, failure.message);
   }
@@ -86,11 +91,11 @@ async function createTenant(event) {
 
 async function selectTenant(id) {
   state.selected = id;
-  const [policy, keys, schema] = await Promise.all([
-    api(`/v1/admin/tenants/${encodeURIComponent(id)}/policy`),
-    api(`/v1/admin/tenants/${encodeURIComponent(id)}/keys`),
-    policySchema(),
-  ]);
+  // One request at a time: an admin's read of a tenant is itself audited (a write), and
+  // SQLite refuses a second writer that started reading before the first one committed.
+  const policy = await api(`/v1/admin/tenants/${encodeURIComponent(id)}/policy`);
+  const keys = await api(`/v1/admin/tenants/${encodeURIComponent(id)}/keys`);
+  const schema = await policySchema();
   $("#tenant-detail").hidden = false;
   $("#tenant-detail-title").textContent = `Tenant ${id}`;
   $("#new-secret").hidden = true;
@@ -101,9 +106,24 @@ async function selectTenant(id) {
   }
 }
 
+/** The schema's kind of a field: a nullable string is a "string" that may be left empty. */
+function kindOf(spec) {
+  if (spec.enum) return "enum";
+  const variants = spec.anyOf ? spec.anyOf.filter((v) => v.type !== "null") : [spec];
+  const main = variants.length === 1 ? variants[0] : {};
+  if (main.type === "array" && main.items && main.items.type === "string") return "names";
+  if (["integer", "number", "boolean", "string"].includes(main.type)) return main.type;
+  return "json"; // objects and anything richer: edited as JSON text
+}
+
+function stringSpec(spec) {
+  return (spec.anyOf || [spec]).find((v) => v.type === "string") || {};
+}
+
 function field(name, spec, value) {
   const id = `policy-${name}`;
   const label = LABELS[name] || spec.title || name;
+  const kind = kindOf(spec);
   if (name === "allowed_processors") {
     return h("fieldset", { class: "checks wide" }, h("legend", {}, "Allowed processors"),
       KNOWN_PROCESSORS.map((processor) => h("label", {},
@@ -112,24 +132,37 @@ function field(name, spec, value) {
           checked: value.includes(processor),
         }), ` ${processor}`)));
   }
-  if (spec.type === "boolean") {
+  if (kind === "boolean") {
     return h("label", { class: "check" }, h("input", { type: "checkbox", id, name, checked: value }), ` ${label}`);
   }
-  if (spec.enum) {
+  if (kind === "enum") {
     return h("div", {}, h("label", { for: id }, label),
       h("select", { id, name }, spec.enum.map((option) =>
         h("option", { value: option, selected: option === value }, option))));
   }
-  if (spec.type === "integer") {
+  if (kind === "integer" || kind === "number") {
     return h("div", {}, h("label", { for: id }, label),
       h("input", {
-        id, name, type: "number", step: 1, min: spec.minimum, max: spec.maximum, required: true,
-        value, inputmode: "numeric",
+        id, name, type: "number", step: kind === "integer" ? 1 : "any", min: spec.minimum,
+        max: spec.maximum, required: true, value, inputmode: kind === "integer" ? "numeric" : "decimal",
       }));
   }
-  // Lists of names (allowed_models): comma-separated.
-  return h("div", { class: "wide" }, h("label", { for: id }, `${label} (comma-separated)`),
-    h("input", { id, name, value: (value || []).join(", ") }));
+  if (kind === "string") {
+    const text = stringSpec(spec);
+    return h("div", {}, h("label", { for: id }, label),
+      h("input", {
+        // No pattern attribute: browsers compile it with the "v" flag, which rejects some
+        // of the server's patterns; the server's 422 detail says what is wrong instead.
+        id, name, value: value ?? "", required: !spec.anyOf, maxlength: text.maxLength,
+      }));
+  }
+  if (kind === "names") {
+    return h("div", { class: "wide" }, h("label", { for: id }, `${label} (comma-separated)`),
+      h("input", { id, name, value: (value || []).join(", ") }));
+  }
+  return h("div", { class: "wide" }, h("label", { for: id }, `${label} (JSON)`),
+    h("textarea", { id, name, rows: 2, spellcheck: "false", "data-json": "true" },
+      JSON.stringify(value ?? {})));
 }
 
 function renderPolicy(schema, policy) {
@@ -147,10 +180,13 @@ function readPolicy(schema) {
       continue;
     }
     const input = document.getElementById(`policy-${name}`);
-    if (spec.type === "boolean") body[name] = input.checked;
-    else if (spec.type === "integer") body[name] = Number(input.value);
-    else if (spec.enum) body[name] = input.value;
-    else body[name] = input.value.split(",").map((item) => item.trim()).filter(Boolean);
+    const kind = kindOf(spec);
+    if (kind === "boolean") body[name] = input.checked;
+    else if (kind === "integer" || kind === "number") body[name] = Number(input.value);
+    else if (kind === "enum") body[name] = input.value;
+    else if (kind === "string") body[name] = input.value.trim() || (spec.anyOf ? null : "");
+    else if (kind === "names") body[name] = input.value.split(",").map((item) => item.trim()).filter(Boolean);
+    else body[name] = JSON.parse(input.value || "{}");
   }
   return body;
 }
@@ -158,10 +194,12 @@ function readPolicy(schema) {
 async function savePolicy(event) {
   event.preventDefault();
   const error = $("#policy-error");
-  const invalid = [...document.querySelectorAll("#policy-fields input")].find((input) => !input.checkValidity());
+  const invalid = [...document.querySelectorAll("#policy-fields input, #policy-fields textarea")]
+    .find((input) => !input.checkValidity() || (input.dataset.json && !isJson(input.value)));
   if (invalid) {
     const label = document.querySelector(`label[for="${invalid.id}"]`);
-    showError(error, `${label ? label.textContent : invalid.name}: ${invalid.validationMessage}`);
+    const why = invalid.validationMessage || "not valid JSON";
+    showError(error, `${label ? label.textContent : invalid.name}: ${why}`);
     invalid.focus();
     return;
   }
@@ -172,8 +210,18 @@ async function savePolicy(event) {
     });
     renderPolicy(schema, policy);
     announce(`Policy of ${state.selected} saved.`);
+    await loadAudit();
   } catch (failure) {
     showError(error, failure.message);
+  }
+}
+
+function isJson(text) {
+  try {
+    JSON.parse(text || "{}");
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -220,6 +268,7 @@ async function createKey(event) {
     $("#new-secret").hidden = false;
     $("#copy-secret").focus();
     announce("Key created. Copy it now: it is not shown again.");
+    await loadAudit();
   } catch (failure) {
     showError(error, failure.message);
   }
@@ -231,6 +280,7 @@ async function revokeKey(key) {
     await api(`/v1/admin/tenants/${encodeURIComponent(key.tenant_id)}/keys/${encodeURIComponent(key.id)}`, { method: "DELETE" });
     renderKeys(await api(`/v1/admin/tenants/${encodeURIComponent(key.tenant_id)}/keys`));
     announce("Key revoked.");
+    await loadAudit();
   } catch (failure) {
     flashMessage(failure.message);
   }
@@ -275,7 +325,10 @@ async function loadAudit() {
   }
   card.hidden = false;
   const latest = page.events.slice(-50).reverse();
-  $("#audit-table tbody").replaceChildren(...latest.map((event) => h("tr", {},
+  if (!latest.length) {
+    $("#audit-table tbody").replaceChildren(
+      h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No audit events yet.")));
+  } else $("#audit-table tbody").replaceChildren(...latest.map((event) => h("tr", {},
     h("td", {}, formatTime(event.created_at)),
     h("td", {}, event.actor),
     h("td", {}, event.tenant_id || "–"),

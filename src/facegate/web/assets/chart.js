@@ -47,11 +47,13 @@ export function barChart({ title, points, format = (v) => String(v), unit = "", 
     );
   }
   const slot = plotW / Math.max(1, points.length);
+  // A lone bar stays bar-shaped instead of filling the whole plot.
+  const barW = Math.max(1, Math.min(slot * 0.7, 48));
   points.forEach((point, index) => {
     const barH = (plotH * point.value) / top;
     const x = pad.left + index * slot + slot * 0.15;
     const bar = s("rect", {
-      x, y: pad.top + plotH - barH, width: Math.max(1, slot * 0.7), height: barH, class: "bar",
+      x: x + (slot * 0.7 - barW) / 2, y: pad.top + plotH - barH, width: barW, height: barH, class: "bar",
     });
     bar.append(s("title", {}, `${point.label}: ${format(point.value)}${unit}`));
     svg.append(bar);

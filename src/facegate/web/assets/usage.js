@@ -30,7 +30,7 @@ function daysOfMonth() {
   return days;
 }
 
-const seconds = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
+const seconds = (value) => value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2);
 
 function summary(totals) {
   const sum = (name) => totals.reduce((total, item) => total + (item[name] || 0), 0);
@@ -41,7 +41,7 @@ function summary(totals) {
     ["Output", `${(sum("output_pixels") / 1e6).toFixed(1)} MP`],
   ];
   if (totals.some((item) => "output_bytes" in item)) facts.push(["Bytes out", formatBytes(sum("output_bytes"))]);
-  return h("dl", { class: "facts" }, facts.map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
+  return h("dl", { class: "facts" }, facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value))));
 }
 
 /** The tenant's own month, per day. */
