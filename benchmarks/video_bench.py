@@ -2,7 +2,10 @@
 
 One face, synthetic clips made here (a moving, zooming, turning photo with a tone). Targets on
 the 2-core machine: 720p >= 30 fps end to end, 1080p >= 15 fps. The machine is shared, so the
-load average is printed next to every number; compare the ratio full / floor in one run.
+load average is printed next to every number; compare ratios within one run. CPU ms per frame
+(all threads) is steadier than wall fps under load: on an idle 2-core machine the pipeline can
+reach at most about 2000 / cpu_ms fps. The full pipeline runs twice: with the first tracker
+(static-mode mesh on a 256 px crop, the baseline) and the current one (mesh tracking mode).
 
     .venv/bin/python benchmarks/video_bench.py [--seconds 6] [--sizes 720,1080]
 """
@@ -16,10 +19,13 @@ import time
 from pathlib import Path
 
 import cv2
+import numpy as np
 
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoOptions, process_video
+from facegate.engine.video.swap import VideoSwap
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 
 FACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "faces"
@@ -27,6 +33,11 @@ FACES = FACES if FACES.exists() else Path("/work/shared/data/faces")
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 SOURCE = FACES / "man_frontal_glasses.jpg"
 SIZES = {720: (1280, 720), 1080: (1920, 1080)}
+#: the baseline (the engine's first tracker: static-mode mesh on a 256 px crop) and the current
+TRACKERS = {
+    "static crop": TrackerOptions(mesh_tracking=False, crop_size=256),
+    "mesh tracking": TrackerOptions(),
+}
 
 
 def load() -> str:
@@ -37,17 +48,27 @@ def identity(frame: Frame) -> Frame:
     return frame
 
 
-def floor(src: Path, dst: Path, preset: str) -> float:
-    result = process_video(src, dst, identity, VideoOptions(preset=preset))  # type: ignore[arg-type]
-    return result.frames / result.seconds
+def floor(src: Path, dst: Path, preset: str) -> tuple[float, float]:
+    cpu = time.process_time()
+    result = process_video(src, dst, identity, VideoOptions(preset=preset))
+    return result.frames / result.seconds, (time.process_time() - cpu) / result.frames * 1000
 
 
-def full(pipeline: Pipeline, src: Path, dst: Path, preset: str, workers: int) -> float:
-    source = cv2.imread(str(SOURCE))
-    options = VideoOptions(preset=preset, workers=workers)  # type: ignore[arg-type]
-    started = time.perf_counter()
-    result = pipeline.run_video([source], src, dst, options=options)
-    return result.frames / (time.perf_counter() - started)
+def full(
+    pipeline: Pipeline, src: Path, dst: Path, preset: str, workers: int, tracker: TrackerOptions
+) -> tuple[float, float]:
+    """(wall fps, CPU ms per frame) of the swap pipeline with the given tracker settings."""
+    source: Frame = np.asarray(cv2.imread(str(SOURCE)), dtype=np.uint8)
+    options = VideoOptions(preset=preset, workers=workers)
+    started, cpu = time.perf_counter(), time.process_time()
+    ctx = pipeline.prepare([source])
+    work = VideoSwap(pipeline, ctx, tracker)
+    try:
+        result = process_video(src, dst, work.stages(), options, cancel=ctx.cancel)
+    finally:
+        work.close()
+    wall = time.perf_counter() - started
+    return result.frames / wall, (time.process_time() - cpu) / result.frames * 1000
 
 
 def main() -> None:
@@ -55,6 +76,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--sizes", default="720,1080")
     parser.add_argument("--presets", default="veryfast,superfast")
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     spec = PipelineSpec.model_validate(
         {
@@ -72,14 +94,24 @@ def main() -> None:
             make_face_clip(src, TARGET, ClipSpec(seconds=args.seconds, width=width, height=height))
             dst = Path(tmp) / "out.mp4"
             for preset in args.presets.split(","):
-                base = floor(src, dst, preset)
-                print(f"{size}p {preset:9s} (a) decode+encode floor  {base:6.1f} fps  {load()}")
-                for workers in (1, 2):
-                    fps = full(pipeline, src, dst, preset, workers)
+                base, base_cpu = floor(src, dst, preset)
+                print(
+                    f"{size}p {preset:9s} (a) decode+encode floor   {base:6.1f} fps"
+                    f"  cpu {base_cpu:5.1f} ms/frame  {load()}"
+                )
+                results = {}
+                for name, tracker in TRACKERS.items():
+                    fps, cpu = full(pipeline, src, dst, preset, args.workers, tracker)
+                    results[name] = (fps, cpu)
                     print(
-                        f"{size}p {preset:9s} (b) full pipeline w={workers} {fps:6.1f} fps"
-                        f"  = {fps / base:.2f} x floor  {load()}"
+                        f"{size}p {preset:9s} (b) full, {name:13s} {fps:6.1f} fps"
+                        f"  cpu {cpu:5.1f} ms/frame  = {fps / base:.2f} x floor  {load()}"
                     )
+                (old_fps, old_cpu), (new_fps, new_cpu) = results.values()
+                print(
+                    f"{size}p {preset:9s} tracking vs static: {new_fps / old_fps:.2f}x fps,"
+                    f" {old_cpu / new_cpu:.2f}x less CPU per frame"
+                )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,13 @@ the previous frame: the crop moves with the face, so the mesh sees the face in t
 and size every frame (ENGINE-NOTES: this missed 0 of 90 frames where mediapipe's own tracking
 missed 9), and costs one mesh pass per face instead of a detection over the frame.
 
+Each track has its own mesh graph in mediapipe's tracking mode (``static_image_mode=False``):
+fed that track's consecutive crops, it places its region from the previous landmarks and skips
+its own face detector, which static mode runs inside every crop (benchmarks/video_bench.py:
+the mesh stage is ~1.5x cheaper). The crop is 192 px, the mesh model's own input size, so it
+is not resized twice. Our crop placement and re-detection on keyframes and on loss stay the
+safety net, so mediapipe's tracking misses (ENGINE-NOTES) cost a keyframe, not a lost face.
+
 Landmarks are smoothed with a One-Euro filter per track (Casiez et al., CHI 2012): a low-pass
 whose cut-off rises with speed, so a still face does not jitter and a moving one does not lag.
 The filter's speed is the whole face's (mean over landmarks), so the mesh moves as one piece.
@@ -40,7 +47,10 @@ class TrackerOptions:
     detect_every: int = 15
     detect_every_empty: int = 5
     crop_scale: float = 1.5  # of the mesh box (which already reaches the hairline)
-    crop_size: int = 256
+    crop_size: int = 192  # the mesh model's input size: no second resize inside mediapipe
+    #: one mediapipe graph per track in its tracking mode (False: static mode, every crop
+    #: runs mediapipe's detector too; kept for benchmarks and as a fallback switch)
+    mesh_tracking: bool = True
     min_cutoff: float = 0.8  # Hz: smoothing of a still face
     beta: float = 0.04  # cut-off added per px/s of speed
     d_cutoff: float = 1.0  # Hz: smoothing of the speed estimate
@@ -81,6 +91,12 @@ class _Track:
     score: float
     lost_at: int | None = None
     face: Face | None = field(default=None, repr=False)
+    mesh: CropMesh | None = field(default=None, repr=False)
+
+    def drop_mesh(self) -> None:
+        if self.mesh is not None:
+            self.mesh.close()
+            self.mesh = None
 
 
 def mesh_box(landmarks: FloatArray) -> Box:
@@ -89,14 +105,16 @@ def mesh_box(landmarks: FloatArray) -> Box:
 
 
 class CropMesh:
-    """The 478-point mesh on a square crop of a BGR frame (mediapipe, one graph per instance)."""
+    """The 478-point mesh on a square crop of a BGR frame (mediapipe, one graph per instance).
 
-    def __init__(self, crop_size: int) -> None:
+    ``tracking``: mediapipe's tracking mode; feed it one face's consecutive crops only."""
+
+    def __init__(self, crop_size: int, tracking: bool = False) -> None:
         import mediapipe as mp  # heavy: imported only when a tracker is built
 
         solutions: Any = mp.solutions
         self.graph = solutions.face_mesh.FaceMesh(
-            static_image_mode=True, refine_landmarks=True, max_num_faces=1
+            static_image_mode=not tracking, refine_landmarks=True, max_num_faces=1
         )
         self.crop_size = crop_size
 
@@ -142,7 +160,8 @@ class FaceTracker:
     def __init__(self, analyser: FaceAnalyser, options: TrackerOptions | None = None) -> None:
         self.analyser = analyser
         self.options = options or TrackerOptions()
-        self.mesh = CropMesh(self.options.crop_size)
+        # Static mode: one graph serves every track (it keeps no state between crops).
+        self.mesh = None if self.options.mesh_tracking else CropMesh(self.options.crop_size)
         self.tracks: list[_Track] = []
         self.lost: list[_Track] = []
         self._next_id = 0
@@ -152,7 +171,17 @@ class FaceTracker:
         self.tracked = 0
 
     def close(self) -> None:
-        self.mesh.close()
+        if self.mesh is not None:
+            self.mesh.close()
+        for track in self.tracks + self.lost:
+            track.drop_mesh()
+
+    def _mesh_of(self, track: _Track) -> CropMesh:
+        if self.mesh is not None:
+            return self.mesh
+        if track.mesh is None:
+            track.mesh = CropMesh(self.options.crop_size, tracking=True)
+        return track.mesh
 
     def update(self, frame: Frame, index: int) -> list[Face]:
         """The faces of frame ``index``, each with its ``track_id`` and smoothed landmarks."""
@@ -170,10 +199,12 @@ class FaceTracker:
     def _follow(self, frame: Frame, index: int) -> bool:
         kept: list[_Track] = []
         for track in self.tracks:
-            landmarks = self.mesh.run(frame, mesh_box(track.raw), self.options.crop_scale)
+            mesh = self._mesh_of(track)
+            landmarks = mesh.run(frame, mesh_box(track.raw), self.options.crop_scale)
             self.tracked += 1
             if landmarks is None or not _plausible(landmarks, track.raw):
                 track.lost_at = index
+                track.drop_mesh()  # its graph's state is of a face it no longer sees
                 self.lost.append(track)
                 continue
             track.raw = landmarks
