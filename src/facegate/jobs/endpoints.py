@@ -7,7 +7,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Header, Query, Request, Response, UploadFile
-from fastapi.responses import StreamingResponse
+from fastapi.responses import RedirectResponse, StreamingResponse
 from sqlalchemy.exc import IntegrityError
 
 from facegate.api.deps import SessionDep, get_state, scoped
@@ -63,6 +63,7 @@ _RESULT_RESPONSES: dict[int | str, dict[str, Any]] = {
             "video/webm": {},
         },
     },
+    307: {"description": "S3 storage: fetch the result from this presigned URL (Location)"},
     409: problem_openapi("The job has no result (not succeeded)"),
 }
 _SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -209,7 +210,8 @@ def cancel_job(
 def get_result(
     job_id: uuid.UUID, request: Request, session: SessionDep, principal: ReadPrincipal
 ) -> Response:
-    """The output bytes of a succeeded job, with its content type."""
+    """The output bytes of a succeeded job, with its content type; on S3 storage a 307
+    redirect to a short-lived presigned URL of the object instead."""
     store = tenant_store_for(get_state(request).settings.storage_url)
     job = JobService(session, store).get(principal.tenant_id, job_id)
     if job.status != "succeeded" or not job.outputs:
@@ -218,12 +220,17 @@ def get_result(
     if ref is None:
         raise NotFound("the result is no longer stored (past the tenant's retention)")
     extension = ref.name.rsplit(".", 1)[-1]
+    filename = f"{job.id}.{extension}"
+    url = store.download_url(principal.tenant_id, "outputs", job.id, ref.name, filename=filename)
+    if url is not None:
+        # S3: the client fetches the bytes from the bucket with a short-lived signed URL.
+        return RedirectResponse(url, status_code=307)
     return StreamingResponse(
         store.iter_chunks(principal.tenant_id, "outputs", job.id, ref.name),
         media_type=ref.content_type,
         headers={
             "Content-Length": str(ref.size_bytes),
-            "Content-Disposition": f'attachment; filename="{job.id}.{extension}"',
+            "Content-Disposition": f'attachment; filename="{filename}"',
         },
     )
 

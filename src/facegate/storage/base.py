@@ -104,6 +104,9 @@ class ObjectStore(Protocol):
 class PresigningStore(Protocol):
     """A store that can hand out short-lived direct download URLs (S3Store)."""
 
-    def presigned_url(self, key: str, expires_seconds: int | None = None) -> str:
-        """A GET URL for ``key`` that expires after ``expires_seconds``."""
+    def presigned_url(
+        self, key: str, expires_seconds: int | None = None, *, filename: str | None = None
+    ) -> str:
+        """A GET URL for ``key`` that expires after ``expires_seconds``; with ``filename``
+        the download is served as an attachment of that name."""
         ...

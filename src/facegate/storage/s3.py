@@ -39,6 +39,7 @@ T = TypeVar("T")
 MIB = 1024 * 1024
 _TENANT_KEY = re.compile(r"^tenants/([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)/")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_SAFE_FILENAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}
 
 
@@ -296,14 +297,21 @@ class S3Store:
 
     # -- beyond the port -------------------------------------------------------------
 
-    def presigned_url(self, key: str, expires_seconds: int | None = None) -> str:
+    def presigned_url(
+        self, key: str, expires_seconds: int | None = None, *, filename: str | None = None
+    ) -> str:
         """A GET URL for ``key`` valid ``expires_seconds`` (default: the URL's
         ``presign_seconds``); signing is local, so this never touches the network."""
         check_key(key)
         seconds = expires_seconds or self.options.presign_seconds
+        params = {"Bucket": self.bucket_for(key), "Key": key}
+        if filename is not None:
+            if not _SAFE_FILENAME.fullmatch(filename):
+                raise StorageError(f"unsafe download file name {filename!r}")
+            params["ResponseContentDisposition"] = f'attachment; filename="{filename}"'
         url: str = self.client.generate_presigned_url(
             "get_object",
-            Params={"Bucket": self.bucket_for(key), "Key": key},
+            Params=params,
             ExpiresIn=seconds,
         )
         return url

@@ -151,13 +151,16 @@ class TenantStore:
         job_id: uuid.UUID,
         name: str,
         expires_seconds: int | None = None,
+        *,
+        filename: str | None = None,
     ) -> str | None:
         """A short-lived direct URL for one artifact where the backend signs them (S3),
         else None (serve the bytes instead). Check the ledger (``find``) first: the URL
         is signed whether or not the object exists."""
         if not isinstance(self.store, PresigningStore):
             return None
-        return self.store.presigned_url(build_key(tenant_id, kind, job_id, name), expires_seconds)
+        key = build_key(tenant_id, kind, job_id, name)
+        return self.store.presigned_url(key, expires_seconds, filename=filename)
 
     def find(
         self, session: Session, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str
