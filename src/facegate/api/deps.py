@@ -8,13 +8,21 @@ Use the ``Annotated`` aliases in route signatures::
 Both run with ``scope="function"``: the transaction commits (or rolls back) when the route
 function returns, before the response is sent, so a client never sees a success whose
 commit failed.
+
+Every sync dependency costs a hop to a worker thread (two for a sync generator), and on a
+busy machine each hop costs more than the database work itself. So these dependencies are
+async and only hop when they must: the session is created on the event loop (it connects
+on first use) and committed in a worker thread only if it was used; a recently verified API
+key is answered from :mod:`facegate.tenancy.keycache` without the database; the scope check
+is pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
@@ -23,7 +31,7 @@ from facegate.api.errors import PROBLEM_RESPONSES, Forbidden, Unauthorized
 from facegate.api.state import AppState
 from facegate.database import session_scope
 from facegate.ratelimit.gateway import Gateway
-from facegate.tenancy.identity import authenticate
+from facegate.tenancy.identity import authenticate, cached_principal
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
@@ -33,11 +41,38 @@ def get_state(request: Request) -> AppState:
     return state
 
 
-def get_session(request: Request) -> Iterator[Session]:
+async def get_session(request: Request) -> AsyncIterator[Session]:
     """One transaction per request: committed when the route returns, rolled back when it
-    raises."""
-    with session_scope(get_state(request).session_factory) as session:
+    raises (the same contract as :func:`facegate.database.session_scope`)."""
+    session = get_state(request).session_factory()  # no I/O yet: it connects on first use
+    try:
         yield session
+    except BaseException:
+        await _end_session(session, commit=False)
+        raise
+    await _end_session(session, commit=True)
+
+
+async def _end_session(session: Session, *, commit: bool) -> None:
+    if not session.in_transaction():  # never used: nothing to commit, no connection held
+        session.close()
+        return
+    # Shielded: a client that went away must not leave the transaction open.
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(_finish_session, session, commit)
+
+
+def _finish_session(session: Session, commit: bool) -> None:
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
@@ -49,33 +84,82 @@ _bearer = HTTPBearer(auto_error=False, description="API key (fg_...) or JWT")
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
 
 
-def get_principal(
+async def get_principal(
     request: Request,
-    session: SessionDep,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     api_key: Annotated[str | None, Depends(_api_key_header)],
 ) -> Principal:
     """The caller, from an API key or a JWT; 401 problem+json otherwise. With the gateway
     installed, failed attempts count towards the client IP's ban and the tenant's rate
-    limit is applied here, where the tenant becomes known."""
+    limit is applied here, where the tenant becomes known.
+
+    Authentication uses its own short transaction (its ``last_used_at`` write is committed
+    at once, not held by the request's transaction)."""
+    authorization = f"Bearer {bearer.credentials}" if bearer else None
+    principal = cached_principal(authorization, api_key)
     gateway: Gateway | None = getattr(request.state, "gateway", None)
-    try:
-        principal = authenticate(
-            session,
-            authorization=f"Bearer {bearer.credentials}" if bearer else None,
-            api_key=api_key,
-            verifier=get_state(request).jwt_verifier,
-        )
-    except Unauthorized:
-        if gateway is not None:
-            gateway.record_auth_failure(request.state.client_ip)
-        raise
+    if principal is not None and (gateway is None or _limit_on_loop(request, gateway, principal)):
+        request.state.principal = principal
+        return principal
+    # A cache miss or a JWT reads the database, a Redis gateway does network I/O: both block.
+    principal = await anyio.to_thread.run_sync(
+        _resolve_principal, request, principal, authorization, api_key, gateway
+    )
     request.state.principal = principal
+    return principal
+
+
+class _NeedsDatabase(Exception):
+    """The gateway asked for the tenant's policy: the limit must run in a worker thread."""
+
+
+def _limit_on_loop(request: Request, gateway: Gateway, principal: Principal) -> bool:
+    """Apply the tenant's limit without blocking when the gateway counts in memory and has
+    the tenant's rate cached; False when that cannot be done on the event loop."""
+    if gateway.remote:
+        return False
+
+    def needs_database() -> int:
+        raise _NeedsDatabase
+
+    tenant_id = principal.tenant_id
+    try:
+        per_minute = gateway.tenant_rate(tenant_id, needs_database)
+    except _NeedsDatabase:
+        return False
+    request.state.ratelimit = gateway.limit_tenant(tenant_id, per_minute)
+    return True
+
+
+def _resolve_principal(
+    request: Request,
+    principal: Principal | None,
+    authorization: str | None,
+    api_key: str | None,
+    gateway: Gateway | None,
+) -> Principal:
+    state = get_state(request)
+    if principal is None:
+        try:
+            with session_scope(state.session_factory) as session:
+                principal = authenticate(
+                    session,
+                    authorization=authorization,
+                    api_key=api_key,
+                    verifier=state.jwt_verifier,
+                )
+        except Unauthorized:
+            if gateway is not None:
+                gateway.record_auth_failure(request.state.client_ip)
+            raise
     if gateway is not None:
         tenant_id = principal.tenant_id
-        per_minute = gateway.tenant_rate(
-            tenant_id, lambda: TenancyService(session).get_policy(tenant_id).requests_per_minute
-        )
+
+        def requests_per_minute() -> int:
+            with session_scope(state.session_factory) as session:
+                return TenancyService(session).get_policy(tenant_id).requests_per_minute
+
+        per_minute = gateway.tenant_rate(tenant_id, requests_per_minute)
         request.state.ratelimit = gateway.limit_tenant(tenant_id, per_minute)
     return principal
 
@@ -83,10 +167,11 @@ def get_principal(
 PrincipalDep = Annotated[Principal, Depends(get_principal, scope="function")]
 
 
-def require_scope(scope: str) -> Callable[[Principal], Principal]:
-    """A dependency that returns the Principal when it holds ``scope`` (admin holds all)."""
+def require_scope(scope: str) -> Callable[[Principal], Awaitable[Principal]]:
+    """A dependency that returns the Principal when it holds ``scope`` (admin holds all).
+    Async because it is pure: a sync one would cost a worker-thread hop per request."""
 
-    def dependency(principal: PrincipalDep) -> Principal:
+    async def dependency(principal: PrincipalDep) -> Principal:
         if not principal.has(scope):
             raise Forbidden(f"this call needs the {scope!r} scope", scope=scope)
         return principal

@@ -8,12 +8,15 @@ refused the same way.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.orm import Session
 
 from facegate.api.errors import Unauthorized
 from facegate.db import utcnow
 from facegate.tenancy import keys
 from facegate.tenancy.jwt import InvalidToken, JwtVerifier
+from facegate.tenancy.keycache import key_cache
 from facegate.tenancy.principal import ALL_SCOPES, Principal
 from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.service import LAST_USED_RESOLUTION
@@ -26,6 +29,26 @@ def bearer_token(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <token>'")
     return token.strip()
+
+
+def cached_principal(authorization: str | None, api_key: str | None) -> Principal | None:
+    """The principal of an API key verified a moment ago (:mod:`facegate.tenancy.keycache`),
+    without touching the database; None when the full path must run (a miss, a JWT, a
+    malformed header: :func:`authenticate` then gives the answer and its error)."""
+    try:
+        token = api_key or bearer_token(authorization)
+    except Unauthorized:
+        return None
+    if not token or not keys.looks_like_key(token):
+        return None
+    parsed = keys.parse_key(token)
+    if parsed is None:
+        return None
+    return key_cache.get(parsed.key_id, keys.hash_secret(parsed.secret), _last_used_due)
+
+
+def _last_used_due(last_used_at: datetime) -> bool:
+    return utcnow() - last_used_at >= LAST_USED_RESOLUTION
 
 
 def authenticate(
@@ -75,9 +98,15 @@ def authenticate_api_key(session: Session, token: str) -> Principal:
         raise Unauthorized("API key expired")
     if not tenant.is_active:
         raise Unauthorized("tenant suspended")
-    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+    last_used = key.last_used_at
+    if last_used is None or _last_used_due(last_used):
         repository.touch_key(key.id, now)
-    return Principal(tenant_id=tenant.id, scopes=frozenset(key.scopes), actor=f"key:{key.id}")
+        last_used = now
+    principal = Principal(tenant_id=tenant.id, scopes=frozenset(key.scopes), actor=f"key:{key.id}")
+    key_cache.put(
+        key.id, found[0].secret_hash, principal, expires_at=key.expires_at, last_used_at=last_used
+    )
+    return principal
 
 
 def _require_active_tenant(repository: TenancyRepository, tenant_id: str) -> None:

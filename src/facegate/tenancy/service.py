@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from facegate.api.errors import Conflict, NotFound, UnprocessableEntity
 from facegate.db import utcnow
 from facegate.tenancy import keys
+from facegate.tenancy.keycache import invalidate_on_commit
 from facegate.tenancy.models import ApiKey, Policy, Tenant
 from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec, TenantUpdate
@@ -79,6 +80,7 @@ class TenancyService:
                 changed = True
         changed = self._write_policy(tenant, spec.policy) or changed
         if changed:
+            invalidate_on_commit(self.repository.session, tenant_id=tenant.id)
             self.repository.session.flush()
         return tenant, "configured" if changed else "unchanged"
 
@@ -86,6 +88,7 @@ class TenancyService:
         tenant = self.get_tenant(tenant_id)
         for field, value in update.model_dump(exclude_none=True).items():
             setattr(tenant, field, value)
+        invalidate_on_commit(self.repository.session, tenant_id=tenant_id)
         self.repository.session.flush()
         return tenant
 
@@ -93,6 +96,7 @@ class TenancyService:
         tenant = self.get_tenant(tenant_id)
         if tenant.status != status:
             tenant.status = status
+            invalidate_on_commit(self.repository.session, tenant_id=tenant_id)
             self.repository.session.flush()
         return tenant
 
@@ -101,6 +105,7 @@ class TenancyService:
         if tenant.is_active:
             # A two-step delete keeps a typo from wiping a live customer.
             raise Conflict(f"suspend tenant {tenant_id!r} before deleting it")
+        invalidate_on_commit(self.repository.session, tenant_id=tenant_id)
         self.repository.delete_tenant(tenant)
 
     # policy
@@ -148,5 +153,6 @@ class TenancyService:
             raise NotFound(f"key {key_id!r} does not exist")
         if key.revoked_at is None:
             key.revoked_at = utcnow()
+            invalidate_on_commit(self.repository.session, key_id=key_id)
             self.repository.session.flush()
         return key
