@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import cv2
@@ -16,7 +17,7 @@ from facegate.engine.models.frame_enhance import (
 from facegate.engine.models.hub import ModelHub
 from facegate.engine.models.runtime import InferencePool
 from facegate.engine.models.store import ModelStore
-from facegate.engine.models.tiling import enhance_tiled
+from facegate.engine.models.tiling import enhance_fitted, enhance_tiled, fitted_spans
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_enhancer import FaceEnhancer
 from facegate.engine.processors.frame_enhancer import FrameEnhancer
@@ -123,3 +124,40 @@ def test_builtin_ncnn_enhancers_run_offline(tmp_path: Path) -> None:
     assert restored.shape == big.shape
     assert not np.array_equal(restored[100:200, 100:200], big[100:200, 100:200])
     np.testing.assert_array_equal(restored[:38], big[:38])
+
+
+@pytest.mark.parametrize(("length", "tile", "overlap"), [(128, 192, 8), (500, 96, 8), (1, 96, 8)])
+def test_fitted_spans_cover_the_length_with_tiles_that_fit(
+    length: int, tile: int, overlap: int
+) -> None:
+    spans = fitted_spans(length, tile, overlap)
+    assert spans[0][0] == 0
+    assert spans[-1][1] == length
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    assert all(end - start + 2 * overlap <= tile for start, end in spans)
+    assert len(spans) == -(-length // (tile - 2 * overlap))  # no more tiles than needed
+
+
+@pytest.mark.parametrize(("height", "width"), [(300, 410), (37, 23), (1, 1), (128, 128)])
+def test_fitted_tiles_have_no_seams_for_a_local_model(height: int, width: int) -> None:
+    """A 3x3 blur then 2x upscale sees one pixel around each output: with an overlap of 4 the
+    tiled result equals the model run once on the whole (reflect-padded) frame."""
+    frame = create_frame(height, width)
+    calls: list[tuple[int, ...]] = []
+
+    def run(tile: np.ndarray) -> np.ndarray:
+        calls.append(tile.shape)
+        blurred = cv2.blur(tile, (3, 3), borderType=cv2.BORDER_REFLECT_101)
+        return np.repeat(np.repeat(blurred, 2, 0), 2, 1)
+
+    padded = np.pad(frame, ((4, 4), (4, 4), (0, 0)), mode="reflect")
+    expected = run(padded)[8:-8, 8:-8]
+    calls.clear()
+    tiled = enhance_fitted(frame, 40, 4, 2, run)
+    assert tiled.shape == (height * 2, width * 2, 3)
+    np.testing.assert_array_equal(tiled, expected)
+    assert all(shape[0] <= 40 and shape[1] <= 40 for shape in calls)
+    # Pixels run: the frame plus the overlaps, not whole fixed tiles.
+    assert sum(h * w for h, w, _ in calls) == (height + 8 * len(fitted_spans(height, 40, 4))) * (
+        width + 8 * len(fitted_spans(width, 40, 4))
+    )

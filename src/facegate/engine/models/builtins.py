@@ -63,7 +63,7 @@ _TABLE: dict[str, tuple[str, str, str, list[tuple[str, str, str]], dict[str, obj
                 "548a36f9c3f4ab8da56cd3b13badf23968bee207b396dad14d04b830e5f2ab2d",
             ),
         ],
-        {"scale": 2, "runtime": "ncnn", "tile": 192, "overlap": 8},
+        {"scale": 2, "runtime": "ncnn", "tile": 256, "overlap": 8},
     ),
     "realesr_animevideov3_x4": (
         "frame_enhancer",
@@ -81,7 +81,7 @@ _TABLE: dict[str, tuple[str, str, str, list[tuple[str, str, str]], dict[str, obj
                 "548a36f9c3f4ab8da56cd3b13badf23968bee207b396dad14d04b830e5f2ab2d",
             ),
         ],
-        {"scale": 4, "runtime": "ncnn", "tile": 192, "overlap": 8},
+        {"scale": 4, "runtime": "ncnn", "tile": 256, "overlap": 8},
     ),
     "mediapipe_face_detection_full_range": (
         "face_detector",

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from facegate.engine.models.hub import OnnxModel
+from facegate.engine.models.runtime import import_ncnn
 from facegate.engine.models.tiling import TileSize
 from facegate.engine.types import Frame
 
@@ -34,11 +35,14 @@ FRAME_ENHANCERS: dict[str, FrameEnhancerSpec] = {
     "real_hatgan_x4": FrameEnhancerSpec(4, (256, 16, 8)),
     "real_web_photo_x4": FrameEnhancerSpec(4, (64, 4, 2)),
     "ultra_sharp_2_x4": FrameEnhancerSpec(4, (1024, 64, 32)),
-    # Built in (ncnn, CPU). x4plus is a large RRDB net: ~4 GB for one 256² tile, so small
-    # tiles keep memory bounded (96² peaked under 1 GB RSS; see benchmarks/models_bench.py).
+    # Built in (ncnn, CPU), run with tiling.enhance_fitted (tiles shrink to fit the frame, so
+    # the tile is a maximum). x4plus is a large RRDB net whose peak RSS grows ~60 KB per input
+    # pixel of a tile (measured: 64² 0.60 GB, 96² 0.90, 128² 1.29, 192² 2.26, 256² ~4) while
+    # its CPU time per output pixel stayed flat from 64² to 192²: 96² bounds memory under
+    # 1 GB at no speed cost. animevideov3 is small: larger tiles cut the overlap overhead.
     "real_esrgan_x4plus": FrameEnhancerSpec(4, (96, 0, 8), "ncnn"),
-    "realesr_animevideov3_x2": FrameEnhancerSpec(2, (192, 0, 8), "ncnn"),
-    "realesr_animevideov3_x4": FrameEnhancerSpec(4, (192, 0, 8), "ncnn"),
+    "realesr_animevideov3_x2": FrameEnhancerSpec(2, (256, 0, 8), "ncnn"),
+    "realesr_animevideov3_x4": FrameEnhancerSpec(4, (256, 0, 8), "ncnn"),
 }
 
 
@@ -60,8 +64,7 @@ def forward_real_esrgan(model: OnnxModel, tile: npt.NDArray[np.float32]) -> npt.
 
 def forward_ncnn_realesrgan(net: Any, tile: Frame) -> Frame:
     """A built-in ncnn Real-ESRGAN net: blob ``data`` (RGB/255) -> ``output`` (RGB 0..1)."""
-    import ncnn
-
+    ncnn = import_ncnn()
     height, width = tile.shape[:2]
     rgb = np.ascontiguousarray(tile[:, :, ::-1])
     mat = ncnn.Mat.from_pixels(rgb, ncnn.Mat.PixelType.PIXEL_RGB, width, height)

@@ -9,6 +9,7 @@ still holds it; the pool only stops handing it out.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -158,13 +159,31 @@ class InferencePool:
         return ort.InferenceSession(str(path), sess_options=options, providers=list(providers))
 
 
-def _load_ncnn(param: Path, weights: Path, settings: PoolSettings) -> Any:
-    import ncnn  # imported lazily: only the built-in enhancers need it
+def import_ncnn() -> Any:
+    """``ncnn``, imported lazily (only the built-in enhancers need it) with passive OpenMP
+    waiting unless the operator chose otherwise.
 
+    The wheel's bundled libgomp spins between parallel layers by default. On cores shared
+    with other work (another worker, the web process) a spinning thread holds the core its
+    peer needs to reach the barrier: measured here under load, 2-thread ncnn ran 2-6x slower
+    than 1 thread, and about as fast once passive (benchmarks/models_bench.py). libgomp reads
+    the variable once, when ncnn's import loads it, so it is set right before that import.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import ncnn
+
+    return ncnn
+
+
+def _load_ncnn(param: Path, weights: Path, settings: PoolSettings) -> Any:
+    ncnn = import_ncnn()
     net = ncnn.Net()
     net.opt.use_vulkan_compute = False
+    # ncnn's default is one thread per physical core; lightmode (free intermediate blobs
+    # early) keeps a tile's peak memory low.
     if settings.intra_op_threads > 0:
         net.opt.num_threads = settings.intra_op_threads
+    net.opt.lightmode = True
     if net.load_param(str(param)) != 0 or net.load_model(str(weights)) != 0:
         from facegate.engine.errors import ModelUnavailable
 

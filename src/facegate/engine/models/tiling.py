@@ -79,3 +79,43 @@ def enhance_tiled(
     return merge_tile_frames(
         done, width * scale, height * scale, pad_width * scale, pad_height * scale, scaled
     )
+
+
+def fitted_spans(length: int, tile: int, overlap: int) -> list[tuple[int, int]]:
+    """Split ``length`` into the fewest equal spans whose tiles (span + 2*overlap) fit in
+    ``tile``; the last span takes the remainder (never longer than the others)."""
+    step = tile - 2 * overlap
+    if step <= 0:
+        raise ValueError(f"tile {tile} is too small for an overlap of {overlap}")
+    count = -(-length // step)
+    span = -(-length // count)
+    return [(start, min(start + span, length)) for start in range(0, length, span)]
+
+
+def enhance_fitted(
+    frame: Frame,
+    tile: int,
+    overlap: int,
+    scale: int,
+    run_tile: Callable[[Frame], Frame],
+    on_tile: Callable[[], None] | None = None,
+) -> Frame:
+    """Like ``enhance_tiled`` for fully convolutional models that take any input size (the
+    built-in ncnn nets): tiles are shrunk to cover the frame exactly instead of padding it up
+    to whole fixed tiles. A 128² face crop is then one 144² tile, not one 192² tile (2.25×
+    the pixels), and a frame one pixel wider than a tile step no longer costs a whole extra
+    row and column. Borders are reflected by ``overlap``; each tile's output loses
+    ``overlap*scale`` on every side, so no seam is visible (no feathering needed).
+    """
+    height, width = frame.shape[:2]
+    padded = np.pad(frame, ((overlap, overlap), (overlap, overlap), (0, 0)), mode="reflect")
+    out = np.empty((height * scale, width * scale, 3), dtype=np.uint8)
+    cut = overlap * scale
+    for top, bottom in fitted_spans(height, tile, overlap):
+        for left, right in fitted_spans(width, tile, overlap):
+            if on_tile is not None:
+                on_tile()  # e.g. a cancellation check between tiles
+            done = run_tile(padded[top : bottom + 2 * overlap, left : right + 2 * overlap])
+            inner = done[cut : cut + (bottom - top) * scale, cut : cut + (right - left) * scale]
+            out[top * scale : bottom * scale, left * scale : right * scale] = inner
+    return out

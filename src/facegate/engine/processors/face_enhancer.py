@@ -26,7 +26,7 @@ from facegate.engine.models.face_enhance import (
 from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
 from facegate.engine.models.frame_enhance import FRAME_ENHANCERS, forward_ncnn_realesrgan
 from facegate.engine.models.hub import ModelHub, default_hub
-from facegate.engine.models.tiling import enhance_tiled
+from facegate.engine.models.tiling import enhance_fitted
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Face, Frame
 
@@ -98,12 +98,13 @@ class FaceEnhancer(Processor[FaceEnhancerOptions]):
             small, matrix = warp_face_by_keypoints5(
                 frame, face.keypoints5, "ffhq_512", (BUILTIN_CROP // scale,) * 2
             )
-            restored = enhance_tiled(
+            tile, _, overlap = state["tile"]
+            restored = enhance_fitted(
                 small,
-                state["tile"],
+                tile,
+                overlap,
                 scale,
-                lambda tile: forward_ncnn_realesrgan(state["ncnn"], tile),
-                mode="reflect",
+                lambda part: forward_ncnn_realesrgan(state["ncnn"], part),
                 on_tile=ctx.check_cancelled,
             )
             # The restored crop is `scale`× the small one: scale the affine to match.

@@ -25,7 +25,7 @@ from facegate.engine.models.frame_enhance import (
 )
 from facegate.engine.models.hub import ModelHub, default_hub
 from facegate.engine.models.manifest import ModelVersion
-from facegate.engine.models.tiling import enhance_tiled
+from facegate.engine.models.tiling import enhance_fitted, enhance_tiled
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Frame
 
@@ -87,12 +87,13 @@ class FrameEnhancer(Processor[FrameEnhancerOptions]):
         spec: FrameEnhancerSpec = state["spec"]
         model = state["model"]
         if spec.runtime == "ncnn":
-            enhanced = enhance_tiled(
+            # Fully convolutional: tiles shrink to cover the frame exactly (enhance_fitted).
+            enhanced = enhance_fitted(
                 frame,
-                spec.size,
+                spec.size[0],
+                spec.size[2],
                 spec.scale,
                 lambda tile: forward_ncnn_realesrgan(model, tile),
-                mode="reflect",
                 on_tile=ctx.check_cancelled,
             )
         else:
