@@ -19,6 +19,7 @@ from facegate.jobs.models import Job
 from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.runner import JobOutput, ProgressFn
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
+from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 
@@ -92,6 +93,7 @@ def run_video_job(
             limits=video_limits(policy),
             cancel=cancel,
             on_progress=progress_reporter(on_progress),
+            model_request=model_request_for(job.tenant_id, str(job.id), policy),
         )
         data = dst.read_bytes()
     source_pixels = sum(s.width * s.height for s in sources)
