@@ -116,17 +116,27 @@ def test_zero_stream_builder_makes_a_valid_png() -> None:
 
 _PEAK_RSS_SCRIPT = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, sys
     from facegate.engine.errors import MediaTooLarge
     from facegate.engine.image import ImageLimits, load_image_file
+
+    def peak_kb():
+        with open("/proc/self/status") as status:
+            line = next(l for l in status if l.startswith("VmHWM:"))
+        return int(line.split()[1])
+
+    # ru_maxrss survives fork + exec, so a child of a large pytest process would start at
+    # the parent's size; resetting the kernel's high-water mark measures this process only.
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
     limits = ImageLimits(max_pixels=int(sys.argv[2]))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_kb()
     try:
         loaded = load_image_file(sys.argv[1], limits)
         outcome = f"{loaded.width}x{loaded.height}"
     except MediaTooLarge as error:
         outcome = error.limit_name
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = peak_kb()
     print(json.dumps({"outcome": outcome, "before_kb": before, "after_kb": after}))
     """
 )
