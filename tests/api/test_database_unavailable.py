@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import MakeClient
+from tests.conftest import MakeClient
+
 from facegate.database import create_engine_from_url, create_session_factory
 
 

@@ -5,8 +5,8 @@ priority, then oldest; a tenant at its concurrency cap — or, on an accelerator
 its device limit — is skipped), but without a global lock, so claims for different tenants
 proceed in parallel:
 
-1. one read ranks the tenants that have queued work (queue heads come from the partial
-   index ``ix_jobs_queued_head``: one index probe per tenant, however long its queue);
+1. rank the tenants that have queued work (queue heads come from the partial index
+   ``ix_jobs_queued_head``: one index probe per tenant, however long its queue);
 2. for the best candidate, ``pg_try_advisory_xact_lock(ns, hashtext(tenant))`` — the
    tenant's claim lock. Busy means another worker is admitting a job of that tenant right
    now; rather than wait, try the next candidate;
@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, text
+from sqlalchemy import Engine, text
 
 from facegate.db import utcnow
 from facegate.jobs.claim import Claim
@@ -34,8 +33,6 @@ from facegate.jobs.claim import Claim
 # First key of the two-int advisory locks that guard per-tenant admission (second key:
 # hashtext(tenant_id)); distinct from facegate.jobs.claim.CLAIM_LOCK_KEY's single-key lock.
 TENANT_LOCK_NAMESPACE = 0x66676A74  # "fgjt"
-# Candidates looked at per claim when the better ones are being claimed by other workers.
-MAX_CANDIDATES = 8
 
 
 @dataclass(frozen=True)
@@ -56,64 +53,12 @@ class ServedTenants:
         return "logical tenants" if self.logical_only else "all tenants"
 
 
-_CANDIDATES = """
-SELECT t.id, m.priority, h.created_at,
-       (SELECT count(*) FROM jobs r WHERE r.tenant_id = t.id AND r.status = 'running')
-           AS running,
-       (SELECT count(*) FROM jobs r
-         WHERE r.tenant_id = t.id AND r.status = 'running' AND r.holds_device) AS devices,
-       p.max_concurrent_jobs, p.device_limit
-FROM tenants t
-JOIN policies p ON p.tenant_id = t.id
-CROSS JOIN LATERAL (
-    SELECT max(j.priority) AS priority FROM jobs j
-    WHERE j.tenant_id = t.id AND j.status = 'queued') m
-CROSS JOIN LATERAL (
-    SELECT j.created_at FROM jobs j
-    WHERE j.tenant_id = t.id AND j.status = 'queued' AND j.priority = m.priority
-    ORDER BY j.created_at, j.id LIMIT 1) h
-WHERE t.status = 'active' {served}
-"""
-
-_CLAIM = text("""
-WITH running AS (
-    SELECT count(*) AS jobs, count(*) FILTER (WHERE holds_device) AS devices
-    FROM jobs WHERE tenant_id = :tenant AND status = 'running'
-), caps AS (
-    SELECT p.max_concurrent_jobs, p.device_limit
-    FROM policies p JOIN tenants t ON t.id = p.tenant_id
-    WHERE p.tenant_id = :tenant AND t.status = 'active'
-), pick AS (
-    SELECT j.id FROM jobs j, running, caps
-    WHERE j.tenant_id = :tenant AND j.status = 'queued'
-      AND j.priority = (SELECT max(priority) FROM jobs
-                        WHERE tenant_id = :tenant AND status = 'queued')
-      AND running.jobs < caps.max_concurrent_jobs
-      AND (NOT :uses_device OR running.devices < caps.device_limit)
-    ORDER BY j.created_at, j.id
-    LIMIT 1
-    FOR UPDATE OF j SKIP LOCKED
+# The whole claim is one round trip: the PL/pgSQL function ``facegate_claim`` (migration
+# 0004_cluster) ranks the candidates, takes the tenant's lock and claims under it.
+_CLAIM = text(
+    "SELECT job_id, job_tenant, job_attempts FROM facegate_claim("
+    ":owner, :expires, :now, :uses_device, :served, :logical_only, :namespace)"
 )
-UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, lease_owner = :owner,
-    lease_expires_at = :expires, heartbeat_at = :now, started_at = :now, progress = 0,
-    stage = 'claimed', holds_device = :uses_device
-FROM pick WHERE jobs.id = pick.id
-RETURNING jobs.id, jobs.attempts
-""")
-
-_TRY_LOCK = text("SELECT pg_try_advisory_xact_lock(:namespace, hashtext(:tenant))")
-
-
-def rank_candidates(rows: list[Any], uses_device: bool) -> list[str]:
-    """Tenants below their caps, best first: fewest running, highest priority, oldest."""
-    eligible = [
-        row
-        for row in rows
-        if row.running < row.max_concurrent_jobs
-        and (not uses_device or row.devices < row.device_limit)
-    ]
-    eligible.sort(key=lambda row: (row.running, -row.priority, row.created_at, row.id))
-    return [row.id for row in eligible[:MAX_CANDIDATES]]
 
 
 class PostgresClaimer:
@@ -122,58 +67,29 @@ class PostgresClaimer:
     def __init__(self, engine: Engine, served: ServedTenants | None = None) -> None:
         if engine.dialect.name != "postgresql":
             raise ValueError("PostgresClaimer needs a PostgreSQL engine")
-        self.engine = engine
+        # One statement is one transaction: no BEGIN/COMMIT round trips around it.
+        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.served = served or ServedTenants()
-        self._candidates = self._candidates_statement(self.served)
-
-    @staticmethod
-    def _candidates_statement(served: ServedTenants) -> Any:
-        if served.tenants is not None:
-            statement = text(_CANDIDATES.format(served="AND t.id IN :served"))
-            return statement.bindparams(bindparam("served", expanding=True))
-        if served.logical_only:
-            return text(_CANDIDATES.format(served="AND t.isolation = 'logical'"))
-        return text(_CANDIDATES.format(served=""))
 
     def claim(
         self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
     ) -> Claim | None:
-        params: dict[str, Any] = {}
-        if self.served.tenants is not None:
-            params["served"] = sorted(self.served.tenants)
-        with self.engine.begin() as conn:
-            rows = list(conn.execute(self._candidates, params))
-            for tenant in rank_candidates(rows, uses_device):
-                claim = self._claim_tenant(conn, tenant, worker_id, lease_seconds, uses_device)
-                if claim is not None:
-                    return claim
-        return None
-
-    def _claim_tenant(
-        self,
-        conn: Connection,
-        tenant: str,
-        worker_id: str,
-        lease_seconds: float,
-        uses_device: bool,
-    ) -> Claim | None:
-        locked = conn.execute(
-            _TRY_LOCK, {"namespace": TENANT_LOCK_NAMESPACE, "tenant": tenant}
-        ).scalar_one()
-        if not locked:
-            return None  # another worker is admitting this tenant's job right now
         now = utcnow()
         expires = now + timedelta(seconds=lease_seconds)
-        row = conn.execute(
-            _CLAIM,
-            {
-                "tenant": tenant,
-                "owner": worker_id,
-                "expires": expires,
-                "now": now,
-                "uses_device": uses_device,
-            },
-        ).one_or_none()
+        served = sorted(self.served.tenants) if self.served.tenants is not None else None
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                _CLAIM,
+                {
+                    "owner": worker_id,
+                    "expires": expires,
+                    "now": now,
+                    "uses_device": uses_device,
+                    "served": served,
+                    "logical_only": self.served.logical_only,
+                    "namespace": TENANT_LOCK_NAMESPACE,
+                },
+            ).one_or_none()
         if row is None:
-            return None  # at its cap meanwhile, or its head is locked (cancel, reaper)
-        return Claim(row.id, tenant, int(row.attempts), worker_id, expires)
+            return None
+        return Claim(row.job_id, row.job_tenant, int(row.job_attempts), worker_id, expires)

@@ -128,7 +128,11 @@ def _database_ready(engine: Engine) -> tuple[bool, str]:
 def run_worker(settings: Settings, options: WorkerOptions) -> None:
     """Run one worker process until SIGTERM/SIGINT, then drain and exit."""
     migrate(settings.database_url)
-    engine = create_engine_from_url(settings.database_url, pool_size=options.concurrency + 4)
+    # No pre-ping round trip per checkout: a connection the database dropped fails one
+    # statement, SQLAlchemy then invalidates the pool and the loops simply go on.
+    engine = create_engine_from_url(
+        settings.database_url, pool_size=options.concurrency + 4, pool_pre_ping=False
+    )
     tenant_store = tenant_store_for(settings.storage_url)
     from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
 

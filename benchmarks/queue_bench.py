@@ -1,0 +1,270 @@
+"""Queue benchmark on PostgreSQL: claim throughput and fairness of the cluster claim.
+
+1. Claims per second, 4 worker processes on no-op jobs (claim, then mark succeeded), with
+   the fair claim (caps on: per-tenant advisory lock, recount, SKIP LOCKED) and with a plain
+   FIFO ``FOR UPDATE SKIP LOCKED`` claim (caps off) as the baseline.
+2. Fairness: a quiet tenant's queue wait (created -> claimed) on an idle system, then while a
+   noisy tenant has 10,000 jobs queued — with the fair claim and with plain FIFO.
+
+Run: ``.venv/bin/python benchmarks/queue_bench.py`` (FACEGATE_BENCH_POSTGRES_URL, default
+postgresql://postgres@127.0.0.1:5432/test; a private schema is made and dropped).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine, insert, text
+
+from facegate.database import create_engine_from_url, migrate
+from facegate.db import utcnow
+from facegate.jobs.claim import Claim
+from facegate.jobs.claim_postgres import PostgresClaimer
+from facegate.jobs.models import Job
+from facegate.jobs.notify import QueueListener
+from facegate.tenancy.models import Policy, Tenant
+
+BASE_URL = os.environ.get(
+    "FACEGATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+WORKERS = 4
+THROUGHPUT_JOBS = 4000
+NOISY_JOBS = 10_000
+JOB_SECONDS = 0.005  # fairness runs: each job "works" 5 ms
+QUIET_SAMPLES = 25
+
+_FIFO = text("""
+UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, lease_owner = :owner,
+    lease_expires_at = :expires, heartbeat_at = :now, started_at = :now, stage = 'claimed'
+WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
+            ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id, tenant_id, attempts
+""")
+_FINISH = text("""
+UPDATE jobs SET status = 'succeeded', finished_at = :now, lease_owner = NULL,
+    lease_expires_at = NULL
+WHERE id = :id AND lease_owner = :owner AND status = 'running'
+""")
+
+
+class FifoClaimer:
+    """The baseline: oldest job first, no fairness, no caps (the usual SKIP LOCKED queue)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    def claim(self, worker_id: str, *, lease_seconds: float) -> Claim | None:
+        now = utcnow()
+        expires = now + timedelta(seconds=lease_seconds)
+        with self.engine.connect() as conn:
+            row = conn.execute(_FIFO, {"owner": worker_id, "expires": expires, "now": now})
+            found = row.one_or_none()
+        if found is None:
+            return None
+        return Claim(found.id, found.tenant_id, found.attempts, worker_id, expires)
+
+
+def make_schema() -> tuple[str, str]:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine_from_url(BASE_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    admin.dispose()
+    url = BASE_URL + ("&" if "?" in BASE_URL else "?") + f"options=-csearch_path%3D{schema}"
+    migrate(url)
+    return schema, url
+
+
+def drop_schema(schema: str) -> None:
+    admin = create_engine_from_url(BASE_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+def reset(engine: Engine, caps: dict[str, int]) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM jobs"))
+        conn.execute(text("DELETE FROM policies"))
+        conn.execute(text("DELETE FROM tenants"))
+        for tenant_id, cap in caps.items():
+            conn.execute(insert(Tenant).values(id=tenant_id, name=tenant_id))
+            conn.execute(
+                insert(Policy).values(
+                    tenant_id=tenant_id, max_concurrent_jobs=cap, device_limit=cap
+                )
+            )
+
+
+def add_jobs(engine: Engine, tenant_id: str, count: int) -> None:
+    now = utcnow()
+    rows: list[dict[str, Any]] = [
+        {
+            "id": uuid.uuid4(),
+            "tenant_id": tenant_id,
+            "status": "queued",
+            "kind": "image",
+            "spec": {},
+            "inputs": [],
+            "outputs": [],
+            "priority": 0,
+            "attempts": 0,
+            "max_attempts": 3,
+            "cancel_requested": False,
+            "holds_device": False,
+            "progress": 0.0,
+            "created_at": now + timedelta(microseconds=i),
+        }
+        for i in range(count)
+    ]
+    with engine.begin() as conn:
+        for start in range(0, count, 2000):
+            conn.execute(insert(Job), rows[start : start + 2000])
+
+
+def worker_loop(url: str, kind: str, number: int, job_seconds: float, stop: Any) -> None:
+    """One worker process: claim, (sleep), finish; wait on NOTIFY when nothing is claimable."""
+    # As in ``facegate worker``: no pre-ping round trip (a dropped connection fails one
+    # claim, SQLAlchemy invalidates the pool, the loop goes on).
+    engine = create_engine_from_url(url, pool_size=2, pool_pre_ping=False)
+    finisher = engine.execution_options(isolation_level="AUTOCOMMIT")
+    claimer: Any = PostgresClaimer(engine) if kind == "fair" else FifoClaimer(engine)
+    wake = mp.Event()  # process-local; set by the listener thread
+    listener = QueueListener(engine.url, lambda _tenant: wake.set(), wait_seconds=0.2)
+    listener.start()
+    owner = f"bench-{number}"
+    while not stop.is_set():
+        claim = claimer.claim(owner, lease_seconds=60)
+        if claim is None:
+            wake.wait(0.05)  # NOTIFY wakes us; the short timeout covers freed cap slots
+            wake.clear()
+            continue
+        if job_seconds:
+            time.sleep(job_seconds)
+        with finisher.connect() as conn:
+            conn.execute(_FINISH, {"now": utcnow(), "id": claim.job_id, "owner": owner})
+    listener.stop()
+    engine.dispose()
+
+
+def start_workers(url: str, kind: str, job_seconds: float) -> tuple[list[Any], Any]:
+    stop = mp.Event()
+    procs = [
+        mp.Process(target=worker_loop, args=(url, kind, n, job_seconds, stop))
+        for n in range(WORKERS)
+    ]
+    for proc in procs:
+        proc.start()
+    return procs, stop
+
+
+def stop_workers(procs: list[Any], stop: Any) -> None:
+    stop.set()
+    for proc in procs:
+        proc.join(30)
+
+
+def queued(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(text("SELECT count(*) FROM jobs WHERE status <> 'succeeded'")).scalar_one()
+        )
+
+
+def throughput(engine: Engine, url: str, kind: str) -> float:
+    tenants = {f"t{i}": 4 for i in range(8)}
+    reset(engine, tenants)
+    for tenant in tenants:
+        add_jobs(engine, tenant, THROUGHPUT_JOBS // len(tenants))
+    procs, stop = start_workers(url, kind, 0.0)
+    time.sleep(0.2)
+    # measured from the first claim to the last finish, from the jobs' own timestamps
+    while queued(engine):
+        time.sleep(0.1)
+    stop_workers(procs, stop)
+    with engine.connect() as conn:
+        first, last = conn.execute(text("SELECT min(started_at), max(finished_at) FROM jobs")).one()
+    return THROUGHPUT_JOBS / (last - first).total_seconds()
+
+
+def quiet_waits(engine: Engine, samples: int, timeout: float = 120.0) -> list[float]:
+    """Submit the quiet tenant's jobs one after another; each one's created -> started."""
+    waits: list[float] = []
+    for _ in range(samples):
+        job_id = uuid.uuid4()
+        with engine.begin() as conn:
+            conn.execute(
+                insert(Job).values(
+                    id=job_id,
+                    tenant_id="quiet",
+                    status="queued",
+                    kind="image",
+                    spec={},
+                    inputs=[],
+                    outputs=[],
+                    priority=0,
+                    attempts=0,
+                    max_attempts=3,
+                    cancel_requested=False,
+                    holds_device=False,
+                    progress=0.0,
+                    created_at=utcnow(),
+                )
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    text("SELECT created_at, started_at FROM jobs WHERE id = :id"), {"id": job_id}
+                ).one()
+            if row.started_at is not None:
+                waits.append((row.started_at - row.created_at).total_seconds())
+                break
+            time.sleep(0.002)
+        time.sleep(0.02)
+    return waits
+
+
+def fairness(engine: Engine, url: str, kind: str, noisy: int, samples: int) -> float:
+    # Noisy may hold 3 of the 4 workers; the quiet tenant's job finds the fourth.
+    reset(engine, {"noisy": WORKERS - 1, "quiet": 2})
+    if noisy:
+        add_jobs(engine, "noisy", noisy)
+    procs, stop = start_workers(url, kind, JOB_SECONDS)
+    time.sleep(1.0)  # workers up and busy with the noisy queue
+    waits = quiet_waits(engine, samples)
+    stop_workers(procs, stop)
+    return statistics.median(waits) * 1000
+
+
+def main() -> int:
+    schema, url = make_schema()
+    engine = create_engine_from_url(url)
+    try:
+        fair = throughput(engine, url, "fair")
+        fifo = throughput(engine, url, "fifo")
+        print(f"claims/s, {WORKERS} worker processes, no-op jobs, PostgreSQL")
+        print(f"  fair claim, caps on : {fair:8.0f} /s")
+        print(f"  plain FIFO, caps off: {fifo:8.0f} /s   (fair/FIFO = {fair / fifo:.2f})")
+        idle = fairness(engine, url, "fair", 0, QUIET_SAMPLES)
+        busy = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES)
+        fifo_busy = fairness(engine, url, "fifo", NOISY_JOBS, 1)
+        print(f"quiet tenant's queue wait (median), noisy tenant with {NOISY_JOBS} queued")
+        print(f"  idle system       : {idle:8.1f} ms")
+        print(f"  fair claim, noisy : {busy:8.1f} ms   ({busy / idle:.2f}x idle; target <= 1.2x)")
+        print(f"  plain FIFO, noisy : {fifo_busy:8.1f} ms   ({fifo_busy / idle:.0f}x idle)")
+    finally:
+        engine.dispose()
+        drop_schema(schema)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
