@@ -1,11 +1,15 @@
 # The two commands of the README. Both do the whole set-up first (scripts/setup is idempotent).
-.PHONY: setup serve demo test lint bench
+.PHONY: setup serve demo test lint bench cluster
 
 setup:
 	@scripts/setup
 
 serve: setup
 	.venv/bin/facegate serve --demo
+
+# The cluster shape locally: API + two workers on the local PostgreSQL (and Redis).
+cluster: setup
+	scripts/cluster
 
 demo: setup
 	@mkdir -p out
