@@ -9,8 +9,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, File, Form, Header, Query, Request, Response, UploadFile
 from fastapi.responses import RedirectResponse, StreamingResponse
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from facegate.api.deps import SessionDep, get_state, scoped
+from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
 from facegate.api.errors import (
     PROBLEM_RESPONSES,
     UPLOAD_PROBLEM_RESPONSES,
@@ -161,9 +162,11 @@ def _earlier_submission(session: Any, tenant_id: str, key: str | None) -> Submit
     return Submitted(job, created=False)
 
 
+# The two polling routes are async and do their reads in one worker-thread hop
+# (run_in_session): they are the most frequent calls.
 @router.get("/jobs", response_model=JobPage)
-def list_jobs(
-    session: SessionDep,
+async def list_jobs(
+    request: Request,
     principal: ReadPrincipal,
     status: Annotated[list[JobStatusName] | None, Query(description="Filter; repeatable")] = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
@@ -171,22 +174,29 @@ def list_jobs(
 ) -> JobPage:
     """The tenant's jobs, newest first, a page at a time."""
     after = decode_cursor(cursor) if cursor else None
-    jobs = JobRepository(session).list_page(
-        principal.tenant_id, statuses=status or (), after=after, limit=limit + 1
-    )
-    page, more = jobs[:limit], len(jobs) > limit
-    return JobPage(
-        items=[JobOut.of(job) for job in page],
-        next_cursor=encode_cursor(page[-1]) if more and page else None,
-    )
+
+    def read(session: Session) -> JobPage:
+        jobs = JobRepository(session).list_page(
+            principal.tenant_id, statuses=status or (), after=after, limit=limit + 1
+        )
+        page, more = jobs[:limit], len(jobs) > limit
+        return JobPage(
+            items=[JobOut.of(job) for job in page],
+            next_cursor=encode_cursor(page[-1]) if more and page else None,
+        )
+
+    return await run_in_session(request, read)
 
 
 @router.get("/jobs/{job_id}")
-def get_job(job_id: uuid.UUID, session: SessionDep, principal: ReadPrincipal) -> JobOut:
-    job = JobRepository(session).get(principal.tenant_id, job_id)
-    if job is None:
-        raise NotFound("no such job")
-    return JobOut.of(job)
+async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal) -> JobOut:
+    def read(session: Session) -> JobOut:
+        job = JobRepository(session).get(principal.tenant_id, job_id)
+        if job is None:
+            raise NotFound("no such job")
+        return JobOut.of(job)
+
+    return await run_in_session(request, read)
 
 
 @router.delete("/jobs/{job_id}", responses={409: problem_openapi("Already finished")})
