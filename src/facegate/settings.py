@@ -29,6 +29,11 @@ class Settings(BaseSettings):
     storage_url: str = "file://./var/storage"
     redis_url: str | None = None
     models_dir: Path = Path("./var/models")
+    # The installation's default model tag (the specification's MODEL_TAG): used for every
+    # model installed with that tag unless a tenant's policy pins or splits it.
+    model_tag: str | None = None
+    # Models loaded at start (comma-separated names), so the first job pays no cold start.
+    warmup_models: str = ""
     data_dir: Path = Path("./var")
 
     # Serving
@@ -97,6 +102,10 @@ class Settings(BaseSettings):
             or self.jwt_jwks_file is not None
         )
         return has_key and self.jwt_issuer is not None and self.jwt_audience is not None
+
+
+def warmup_list(settings: Settings) -> list[str]:
+    return [name.strip() for name in settings.warmup_models.split(",") if name.strip()]
 
 
 def get_settings(**overrides: object) -> Settings:

@@ -8,6 +8,7 @@ imports (mediapipe, FastAPI) load only when that command runs.
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -44,4 +45,16 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="facegate")
 def main() -> None:
-    """facegate: multi-tenant face swap (engine, service, workers, operations)."""
+    """facegate: multi-tenant face swap (engine, service, workers, operations).
+
+    Settings are FACEGATE_* environment variables; the specification's TENANT_ID, MODEL_PATH,
+    OUTPUT_DIR and MODEL_TAG are accepted as their FACEGATE_* equivalents.
+    """
+    # Translated here, at the process's entry, so every command's options and Settings see
+    # them; a contradiction with an explicit FACEGATE_* value stops with a clear message.
+    from facegate.deploy.env import SpecEnvError, apply_spec_env
+
+    try:
+        os.environ.update(apply_spec_env())
+    except SpecEnvError as exc:
+        raise click.UsageError(str(exc)) from None

@@ -29,7 +29,7 @@ from facegate.jobs.reaper import reap_expired_leases
 from facegate.jobs.runner import EngineRunner, JobRunner
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.worker import WorkerConfig, WorkerPool
-from facegate.settings import Settings
+from facegate.settings import Settings, warmup_list
 from facegate.storage.tenant import TenantStore
 
 log = structlog.get_logger("facegate.worker")
@@ -136,7 +136,10 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     tenant_store = tenant_store_for(settings.storage_url)
     from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
 
-    use_models_dir(settings.models_dir)  # the engine resolves models in this store
+    # The engine resolves models in this store, with the installation's MODEL_TAG default.
+    use_models_dir(
+        settings.models_dir, default_tag=settings.model_tag, warm_up=warmup_list(settings)
+    )
     config = WorkerConfig(
         workers=options.concurrency,
         lease_seconds=settings.job_lease_seconds,

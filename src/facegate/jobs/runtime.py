@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.api.state import AppState
 from facegate.jobs.worker import WorkerConfig, WorkerPool
+from facegate.settings import warmup_list
 from facegate.storage.factory import store_from_url
 from facegate.storage.tenant import TenantStore
 
@@ -56,7 +57,10 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         return
     from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
 
-    use_models_dir(settings.models_dir)  # the engine resolves models in this store
+    # The engine resolves models in this store, with the installation's MODEL_TAG default.
+    use_models_dir(
+        settings.models_dir, default_tag=settings.model_tag, warm_up=warmup_list(settings)
+    )
     config = WorkerConfig(
         workers=settings.workers,
         lease_seconds=settings.job_lease_seconds,

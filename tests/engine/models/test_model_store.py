@@ -148,3 +148,16 @@ def test_pool_shares_one_session_and_evicts_lru(tmp_path: Path) -> None:
     assert len(pool) == 2
     assert pool.stats.evictions == 1
     assert hub.onnx("a").session is not first.session
+
+
+def test_installation_model_tag_applies_where_the_tenant_names_none(tmp_path: Path) -> None:
+    store = create_store(tmp_path)
+    for tag in ("v1", "v2"):
+        store.add("m", tag, {"model": create_graph(tmp_path)}, kind="face_enhancer", licence="x")
+    hub = ModelHub(store, default_tag="v1")  # MODEL_TAG=v1 for the whole installation
+    assert hub.resolve("m").tag == "v1"
+    assert hub.resolve("m", ModelRequest(policy=TagPolicy(pins={"other": "v2"}))).tag == "v1"
+    # a tenant's own MODEL_TAG or pin wins over the installation's
+    assert hub.resolve("m", ModelRequest(policy=TagPolicy(default_tag="v2"))).tag == "v2"
+    assert hub.resolve("m", ModelRequest(policy=TagPolicy(pins={"m": "v2"}))).tag == "v2"
+    assert ModelHub(store).resolve("m").tag == "v2"  # no MODEL_TAG: the newest

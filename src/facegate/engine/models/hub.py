@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import onnxruntime as ort
 from facegate.engine.models.manifest import ModelVersion
 from facegate.engine.models.runtime import InferencePool, PoolSettings
 from facegate.engine.models.store import ModelStore
-from facegate.engine.models.tags import ModelRequest
+from facegate.engine.models.tags import ModelRequest, TagPolicy
 
 
 class OnnxModel:
@@ -44,14 +45,27 @@ class OnnxModel:
 class ModelHub:
     """Resolves name/tag/tenant to verified files and hands out pooled sessions."""
 
-    def __init__(self, store: ModelStore, pool: InferencePool | None = None) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        pool: InferencePool | None = None,
+        default_tag: str | None = None,
+    ) -> None:
         self.store = store
         self.pool = pool if pool is not None else InferencePool()
+        #: The installation's MODEL_TAG: applies where a tenant's policy names no tag itself.
+        self.default_tag = default_tag
 
     def resolve(self, name: str, request: ModelRequest | None = None) -> ModelVersion:
         req = request or ModelRequest()
+        policy = req.policy
+        if self.default_tag is not None:
+            if policy is None:
+                policy = TagPolicy(default_tag=self.default_tag)
+            elif policy.default_tag is None:
+                policy = replace(policy, default_tag=self.default_tag)
         return self.store.resolve(
-            name, tenant=req.tenant, tag=req.tag, policy=req.policy, job_id=req.job_id
+            name, tenant=req.tenant, tag=req.tag, policy=policy, job_id=req.job_id
         )
 
     def has(self, name: str, request: ModelRequest | None = None) -> bool:
@@ -93,10 +107,13 @@ _default: list[ModelHub] = []  # a one-slot cache of read-only shared state, nev
 
 
 def configure_default_hub(
-    models_dir: Path, settings: PoolSettings | None = None, warm_up: list[str] | None = None
+    models_dir: Path,
+    settings: PoolSettings | None = None,
+    warm_up: list[str] | None = None,
+    default_tag: str | None = None,
 ) -> ModelHub:
     """Set the process-wide hub (called once by the edge that read the Settings)."""
-    hub = ModelHub(ModelStore(models_dir), InferencePool(settings))
+    hub = ModelHub(ModelStore(models_dir), InferencePool(settings), default_tag=default_tag)
     if warm_up:
         hub.warm_up(warm_up)
     with _default_lock:
@@ -104,13 +121,23 @@ def configure_default_hub(
     return hub
 
 
-def use_models_dir(models_dir: Path) -> ModelHub:
-    """The default hub, (re)configured to ``models_dir`` only when it points elsewhere, so the
-    sessions already pooled for the same store are kept (the service's start-up hook)."""
+def use_models_dir(
+    models_dir: Path, *, default_tag: str | None = None, warm_up: list[str] | None = None
+) -> ModelHub:
+    """The default hub, (re)configured only when it points elsewhere or has another default
+    tag, so the sessions already pooled for the same store are kept (the service's start-up
+    hook); ``warm_up`` names are loaded now either way."""
     with _default_lock:
-        if _default and _default[0].store.root.resolve() == Path(models_dir).resolve():
-            return _default[0]
-    return configure_default_hub(Path(models_dir))
+        current = _default[0] if _default else None
+    if (
+        current is not None
+        and current.store.root.resolve() == Path(models_dir).resolve()
+        and current.default_tag == default_tag
+    ):
+        if warm_up:
+            current.warm_up(warm_up)
+        return current
+    return configure_default_hub(Path(models_dir), warm_up=warm_up, default_tag=default_tag)
 
 
 def default_hub() -> ModelHub:
