@@ -1,6 +1,7 @@
 """Safe image decode and encode.
 
-Every upload goes through `load_image` (or `probe_image` when only the size is needed). The
+Every upload goes through `load_image` (or `verify_image` when it is only validated and
+stored as is, `probe_image` when only the size is needed). The
 checks run cheapest first and each refuses with a typed error before the next, costlier step:
 
 1. size in bytes against `ImageLimits.max_bytes` (`MediaTooLarge`, limit_name "max_bytes");
@@ -103,17 +104,19 @@ def probe_image(data: bytes, limits: ImageLimits) -> ImageInfo:
     return ImageInfo(fmt, width, height)
 
 
+def verify_image(data: bytes, limits: ImageLimits) -> ImageInfo:
+    """Every check of `load_image`, the full decode included (damage shows only there),
+    without the conversion to a frame, which costs several times the decode: for
+    validating an upload that is stored as is."""
+    info = probe_image(data, limits)
+    _decode(*_open_checked(data, limits))
+    return info
+
+
 def load_image(data: bytes, limits: ImageLimits) -> LoadedImage:
     """Decode `data` safely (module docstring) into an upright BGR frame plus alpha."""
     fmt, image = _open_checked(data, limits)
-    try:
-        image.load()
-    except MemoryError:
-        raise
-    except Exception as exc:
-        # Pillow's decoders signal damage with many exception types (OSError, SyntaxError,
-        # ValueError, struct.error, EOFError, ...); all of them mean the same to a caller.
-        raise CorruptMedia(f"{fmt.upper()} data is damaged: {_reason(exc)}") from exc
+    _decode(fmt, image)
     upright: Image.Image = image
     if _orientation(image) != 1:  # exif_transpose copies the image even when upright
         try:
@@ -132,6 +135,17 @@ def load_image(data: bytes, limits: ImageLimits) -> LoadedImage:
         height=height,
         is_grayscale=converted.is_grayscale,
     )
+
+
+def _decode(fmt: ImageFormat, image: Image.Image) -> None:
+    try:
+        image.load()
+    except MemoryError:
+        raise
+    except Exception as exc:
+        # Pillow's decoders signal damage with many exception types (OSError, SyntaxError,
+        # ValueError, struct.error, EOFError, ...); all of them mean the same to a caller.
+        raise CorruptMedia(f"{fmt.upper()} data is damaged: {_reason(exc)}") from exc
 
 
 def load_image_file(path: str | os.PathLike[str], limits: ImageLimits) -> LoadedImage:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from facegate.api.errors import NotFound, QuotaExceeded, UnprocessableEntity
-from facegate.engine.image import ImageLimits, LoadedImage, load_image
+from facegate.engine.image import ImageInfo, ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.jobs.models import Job
 from facegate.jobs.options import parse_options, validate_processors
@@ -97,7 +97,8 @@ class JobService:
                 f"at most {MAX_SOURCES} source images", type_slug="invalid-options"
             )
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
-        sources = [load_image(data, limits) for data in request.sources]
+        # Decoded to prove they are sound, not converted: the worker does that when it runs.
+        sources = [verify_image(data, limits) for data in request.sources]
         kind, target_type = self._check_target(request.target, spec, policy, limits)
         queued = self.jobs.count_in_status(tenant_id, ("queued",))
         if queued >= policy.max_queued_jobs:
@@ -148,7 +149,7 @@ class JobService:
         apart by its bytes and probed under the tenant's video limits."""
         if is_video(data):
             return "video", input_content_type(check_video_target(data, spec, policy))
-        target = load_image(data, limits)
+        target = verify_image(data, limits)
         check_output_resolution(spec, policy, target.width, target.height)
         return "image", _image_type(target)
 
@@ -177,7 +178,7 @@ class JobService:
         request.written.append(ref.key)
 
 
-def _image_type(image: LoadedImage) -> str:
+def _image_type(image: ImageInfo) -> str:
     return IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream")
 
 
