@@ -95,7 +95,10 @@ class LoadedImage:
 
 def probe_image(data: bytes, limits: ImageLimits) -> ImageInfo:
     """Format and size from the header only, after the byte, type and pixel checks."""
-    fmt, image = _open_checked(data, limits)
+    return _header_info(*_open_checked(data, limits))
+
+
+def _header_info(fmt: ImageFormat, image: Image.Image) -> ImageInfo:
     width, height = image.size
     # A 90-degree orientation swaps the axes. Pillow's TIFF plugin already reports the
     # oriented size (it applies the tag itself when it loads), so TIFF is left as it is.
@@ -108,8 +111,9 @@ def verify_image(data: bytes, limits: ImageLimits) -> ImageInfo:
     """Every check of `load_image`, the full decode included (damage shows only there),
     without the conversion to a frame, which costs several times the decode: for
     validating an upload that is stored as is."""
-    info = probe_image(data, limits)
-    _decode(*_open_checked(data, limits))
+    fmt, image = _open_checked(data, limits)
+    info = _header_info(fmt, image)  # before the decode, which may apply a TIFF's orientation
+    _decode(fmt, image)
     return info
 
 
