@@ -13,9 +13,12 @@ import socket
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, cast
 
 import structlog
 from sqlalchemy import update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.database import session_scope
@@ -83,7 +86,13 @@ class Heartbeat:
         self.last_beat_ok = True
 
     def start(self) -> None:
-        self.register()
+        # A worker that starts while the database restarts must not die of it: its row is
+        # written by the first beat that reaches the database instead.
+        try:
+            self.register()
+        except SQLAlchemyError as exc:
+            self.last_beat_ok = False
+            log.warning("heartbeat.register_failed", error=type(exc).__name__)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
         self._thread.start()
@@ -91,12 +100,19 @@ class Heartbeat:
     def beat(self) -> None:
         """Refresh this worker's row, and report workers that went silent."""
         with session_scope(self.sessions) as session:
-            session.execute(
+            updated = session.execute(
                 update(WorkerRecord)
                 .where(WorkerRecord.id == self.worker_id)
                 .values(heartbeat_at=utcnow(), status=self.status, running_jobs=self.running_jobs())
             )
-            lost = mark_lost_workers(session, self.every_seconds * LOST_AFTER_INTERVALS)
+            registered = cast("CursorResult[Any]", updated).rowcount > 0
+            lost = (
+                mark_lost_workers(session, self.every_seconds * LOST_AFTER_INTERVALS)
+                if registered
+                else 0
+            )
+        if not registered:  # registration failed at start (the database was away)
+            self.register()
         if lost:
             log.warning("workers.lost", count=lost)
 
