@@ -124,6 +124,11 @@ async def test_bad_keys_ban_the_ip_and_bans_double(
         refused = await h.client.get("/v1/admin/bans", headers=from_ip("192.0.2.1", good))
         assert_problem(refused, 403, "forbidden")
 
+        # each ban is a sensitive action on the audit chain
+        audit = await h.client.get("/v1/audit", params={"action": "ip.ban"}, headers=admin)
+        bans = [e for e in audit.json()["events"] if e["target"] == "ip:203.0.113.5"]
+        assert [e["details"]["strikes"] for e in bans] == [1, 2]
+
 
 async def test_unreachable_redis_fail_open(gateway_client: GatewayClient) -> None:
     dead = f"redis://127.0.0.1:{closed_port()}/0"

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from facegate.api.errors import PROBLEM_RESPONSES, Forbidden, Unauthorized
 from facegate.api.state import AppState
 from facegate.database import session_scope
+from facegate.observability.audit import IP_BAN, record_audit
 from facegate.ratelimit.gateway import Gateway
 from facegate.tenancy.identity import authenticate, cached_principal
 from facegate.tenancy.principal import Principal
@@ -80,14 +81,16 @@ def _finish_session(session: Session, commit: bool) -> None:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-async def run_in_session(request: Request, work: Callable[[Session], T]) -> T:
+async def run_in_session(
+    request: Request, work: Callable[[Session], T], *, read_only: bool = False
+) -> T:
     """Run ``work`` in one transaction in a worker thread and return its result: all of a
     read-only route's database work in a single hop. (A sync route with ``SessionDep`` costs
     three: the route, FastAPI's validation of its return value, and the commit.)"""
     factory = get_state(request).session_factory
 
     def run() -> T:
-        with session_scope(factory) as session:
+        with session_scope(factory, read_only=read_only) as session:
             return work(session)
 
     return await anyio.to_thread.run_sync(run)
@@ -165,7 +168,16 @@ def _resolve_principal(
                 )
         except Unauthorized:
             if gateway is not None:
-                gateway.record_auth_failure(request.state.client_ip)
+                ban = gateway.record_auth_failure(request.state.client_ip)
+                if ban is not None:  # a new ban is a sensitive action: on the audit chain
+                    with session_scope(state.session_factory) as session:
+                        record_audit(
+                            session,
+                            "system",
+                            IP_BAN,
+                            f"ip:{ban.ip}",
+                            {"strikes": ban.strikes, "until": int(ban.expires_at)},
+                        )
             raise
     if gateway is not None:
         tenant_id = principal.tenant_id
