@@ -65,13 +65,22 @@ def warp_face(
         source_vertices(source_points, mirrored),
     )
     coverage = ids >= 0
-    safe = np.where(coverage, ids, 0)
-    ys, xs = np.indices(shape, dtype=np.float32)
-    a = affines[safe]  # (H, W, 2, 3)
-    map_x = a[..., 0, 0] * xs + a[..., 0, 1] * ys + a[..., 0, 2]
-    map_y = a[..., 1, 0] * xs + a[..., 1, 1] * ys + a[..., 1, 2]
-    map_x[~coverage] = -1.0
-    map_y[~coverage] = -1.0
+    # One coefficient table per affine term, with an extra last row that sends uncovered
+    # pixels to (-1, -1) (outside the source: BORDER_CONSTANT). Six contiguous gathers and
+    # in-place arithmetic run ~2x faster than gathering (H, W, 2, 3) blocks.
+    table = np.empty((6, len(TRIANGLES) + 1), np.float32)
+    table[:, :-1] = affines.reshape(-1, 6).T
+    table[:, -1] = (0.0, 0.0, -1.0, 0.0, 0.0, -1.0)
+    lookup = np.where(coverage, ids, len(TRIANGLES))
+    c = [np.take(row, lookup) for row in table]
+    xs = np.arange(shape[1], dtype=np.float32)[None, :]
+    ys = np.arange(shape[0], dtype=np.float32)[:, None]
+    map_x = c[0] * xs
+    map_x += c[1] * ys
+    map_x += c[2]
+    map_y = c[3] * xs
+    map_y += c[4] * ys
+    map_y += c[5]
     image = np.asarray(
         cv2.remap(source, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT),
         dtype=source.dtype,
