@@ -4,6 +4,7 @@ migrated schema matches the models (no autogenerate diff)."""
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from facegate.database import create_engine_from_url, current_revision, migrate
+from facegate.database import (
+    create_engine_from_url,
+    create_session_factory,
+    current_revision,
+    migrate,
+    session_scope,
+)
 from facegate.db import Base
 
 POSTGRES_URL = os.environ.get("FACEGATE_TEST_POSTGRES_URL") or (
@@ -91,3 +98,45 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_postgres_migrations(postgres_url: str) -> None:
     check_round_trip(postgres_url)
+
+
+def test_sqlite_read_then_write_waits_for_a_concurrent_writer(tmp_path: Path) -> None:
+    """WAL + a DEFERRED transaction that reads, then writes after another connection
+    committed, fails at once ("database is locked"); transactions begin IMMEDIATE so the
+    other writer waits instead (two API requests, or a request and a worker)."""
+    engine = create_engine_from_url(f"sqlite:///{tmp_path / 't.db'}")
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+    factory = create_session_factory(engine)
+    read_done, other_done = threading.Event(), threading.Event()
+
+    def other_writer() -> None:
+        read_done.wait(5)
+        with session_scope(factory) as session:
+            session.execute(text("INSERT INTO t VALUES (2)"))
+        other_done.set()
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    with session_scope(factory) as session:
+        assert session.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
+        read_done.set()
+        assert not other_done.wait(0.5)  # the other writer queues behind this transaction
+        session.execute(text("INSERT INTO t VALUES (1)"))
+    thread.join(10)
+    assert other_done.is_set()
+    with session_scope(factory, read_only=True) as session:
+        assert session.execute(text("SELECT count(*) FROM t")).scalar_one() == 2
+    engine.dispose()
+
+
+def test_sqlite_read_only_sessions_run_beside_a_writer(tmp_path: Path) -> None:
+    engine = create_engine_from_url(f"sqlite:///{tmp_path / 't.db'}")
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+    factory = create_session_factory(engine)
+    with session_scope(factory) as writer:
+        writer.execute(text("INSERT INTO t VALUES (1)"))
+        with session_scope(factory, read_only=True) as reader:  # no wait for the write lock
+            assert reader.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
+    engine.dispose()

@@ -48,10 +48,20 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+#: How SQLite transactions begin unless ``sqlite_begin`` says otherwise. In WAL mode a
+#: DEFERRED transaction that reads and then writes fails at once with "database is locked"
+#: (SQLITE_BUSY_SNAPSHOT, which busy_timeout does not wait out) whenever another connection
+#: committed in between: two API requests, or a request and a worker, hit it under load.
+#: IMMEDIATE takes the write lock at BEGIN, so such transactions queue (busy_timeout) instead
+#: of failing. Paths that only read opt into DEFERRED (``READ_ONLY``) and run concurrently.
+SQLITE_DEFAULT_BEGIN = "IMMEDIATE"
+READ_ONLY = {"sqlite_begin": "DEFERRED"}
+
+
 def _on_sqlite_begin(connection: Any) -> None:
-    # ``engine.execution_options(sqlite_begin="IMMEDIATE")`` takes the write lock up front
-    # (the job claim needs it so two workers cannot read the same queued row).
-    mode = str(connection.get_execution_options().get("sqlite_begin", "DEFERRED")).upper()
+    mode = str(
+        connection.get_execution_options().get("sqlite_begin", SQLITE_DEFAULT_BEGIN)
+    ).upper()
     if mode not in {"DEFERRED", "IMMEDIATE", "EXCLUSIVE"}:
         raise ValueError(f"unknown sqlite_begin mode {mode!r}")
     connection.exec_driver_sql(f"BEGIN {mode}")
@@ -79,10 +89,13 @@ def create_session_factory(engine: Engine) -> SessionFactory:
 
 
 @contextmanager
-def session_scope(factory: SessionFactory) -> Iterator[Session]:
+def session_scope(factory: SessionFactory, *, read_only: bool = False) -> Iterator[Session]:
     """One transaction owned by the caller (a request, a CLI command, a worker step):
-    commit when the block succeeds, roll back when it raises."""
+    commit when the block succeeds, roll back when it raises. ``read_only`` lets SQLite run
+    it beside writers (see SQLITE_DEFAULT_BEGIN); it must then not write."""
     session = factory()
+    if read_only:
+        session.connection(execution_options=READ_ONLY)  # applied before BEGIN
     try:
         yield session
         session.commit()

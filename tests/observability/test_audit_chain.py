@@ -94,7 +94,9 @@ def test_inserted_row_is_named(database: Any, position: str) -> None:
         prev = conn.execute(
             text("SELECT hash FROM audit_events WHERE seq = :s"), {"s": prev_seq}
         ).scalar_one()
-        with session_scope(create_session_factory(database.engine)) as session:
+        # a read beside the open write transaction above (SQLite: a DEFERRED one)
+        factory = create_session_factory(database.engine)
+        with session_scope(factory, read_only=True) as session:
             event = session.get(AuditEvent, 1)
             assert event is not None
             template = {

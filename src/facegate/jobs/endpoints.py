@@ -185,7 +185,7 @@ async def list_jobs(
             next_cursor=encode_cursor(page[-1]) if more and page else None,
         )
 
-    return await run_in_session(request, read)
+    return await run_in_session(request, read, read_only=True)
 
 
 @router.get("/jobs/{job_id}")
@@ -196,7 +196,7 @@ async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal)
             raise NotFound("no such job")
         return JobOut.of(job)
 
-    return await run_in_session(request, read)
+    return await run_in_session(request, read, read_only=True)
 
 
 @router.delete("/jobs/{job_id}", responses={409: problem_openapi("Already finished")})
