@@ -85,7 +85,7 @@ class Processor(ABC, Generic[OptionsT]):
     #: Whether the service should treat use of this processor as sensitive (audited).
     sensitive: ClassVar[bool] = False
 
-    def check_models(self) -> None:  # noqa: B027 - processors without models keep the default
+    def check_models(self) -> None:
         """Raise ModelUnavailable when a needed model is missing; default: nothing needed."""
 
     def validate_options(self, raw: Mapping[str, Any] | None) -> OptionsT:
@@ -97,12 +97,12 @@ class Processor(ABC, Generic[OptionsT]):
             raise InvalidOptions(f"{self.name}: {where}: {first['msg']}") from None
         return opts  # type: ignore[return-value]
 
-    def prepare(self, ctx: JobContext) -> None:  # noqa: B027 - optional hook
+    def prepare(self, ctx: JobContext) -> None:
         """Per-job preparation before the first frame; results go to ctx.state[self.name]."""
 
     @abstractmethod
     def process_frame(self, frame: Frame, ctx: JobContext) -> Frame:
         """Process one frame for one job."""
 
-    def release(self) -> None:  # noqa: B027 - optional hook
+    def release(self) -> None:
         """Free loaded models."""
