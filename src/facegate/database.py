@@ -59,9 +59,7 @@ READ_ONLY = {"sqlite_begin": "DEFERRED"}
 
 
 def _on_sqlite_begin(connection: Any) -> None:
-    mode = str(
-        connection.get_execution_options().get("sqlite_begin", SQLITE_DEFAULT_BEGIN)
-    ).upper()
+    mode = str(connection.get_execution_options().get("sqlite_begin", SQLITE_DEFAULT_BEGIN)).upper()
     if mode not in {"DEFERRED", "IMMEDIATE", "EXCLUSIVE"}:
         raise ValueError(f"unknown sqlite_begin mode {mode!r}")
     connection.exec_driver_sql(f"BEGIN {mode}")
