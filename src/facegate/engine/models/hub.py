@@ -147,3 +147,19 @@ def default_hub() -> ModelHub:
             root = Path(os.environ.get("FACEGATE_MODELS_DIR", "./var/models"))
             _default.append(ModelHub(ModelStore(root)))
         return _default[0]
+
+
+class UsesModelHub:
+    """Base of processors whose models come from the model store.
+
+    The hub is resolved when used, not when the processor is built, so the hub the service
+    configures at start-up (``use_models_dir``) is the one every cached processor uses; tests
+    pass their own.
+    """
+
+    def __init__(self, hub: ModelHub | None = None) -> None:
+        self._hub = hub
+
+    @property
+    def hub(self) -> ModelHub:
+        return self._hub if self._hub is not None else default_hub()

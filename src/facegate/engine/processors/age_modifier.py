@@ -23,7 +23,7 @@ from facegate.engine.models.age_modify import (
     styleganex_direction,
 )
 from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
-from facegate.engine.models.hub import ModelHub, OnnxModel, default_hub
+from facegate.engine.models.hub import OnnxModel, UsesModelHub
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.face_enhancer import target_faces
 from facegate.engine.processors.model_check import require_models
@@ -50,19 +50,12 @@ def _spec(name: str, kind_input: dict[str, object]) -> AgeModelSpec:
     return base  # a tenant's own model of a known type (manifest input ``type``)
 
 
-class AgeModifier(Processor[AgeModifierOptions]):
+class AgeModifier(UsesModelHub, Processor[AgeModifierOptions]):
     """Ages or rejuvenates faces with a FaceFusion-format age model."""
 
     name: ClassVar[str] = "age_modifier"
     options_type: ClassVar[type[ProcessorOptions]] = AgeModifierOptions
     sensitive: ClassVar[bool] = True
-
-    def __init__(self, hub: ModelHub | None = None) -> None:
-        self._hub = hub
-
-    @property
-    def hub(self) -> ModelHub:
-        return self._hub if self._hub is not None else default_hub()
 
     def check_models(self) -> None:
         require_models(self.name, self.hub, [[name] for name in AGE_MODELS])

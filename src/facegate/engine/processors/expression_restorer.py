@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import Field
 
 from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
-from facegate.engine.models.hub import ModelHub, OnnxModel, default_hub
+from facegate.engine.models.hub import OnnxModel, UsesModelHub
 from facegate.engine.models.live_portrait import (
     CROP_SIZE,
     FEATURE_EXTRACTOR,
@@ -46,19 +46,12 @@ class ExpressionRestorerOptions(ProcessorOptions):
     mask_blur: float = Field(default=0.3, ge=0.0, le=1.0)
 
 
-class ExpressionRestorer(Processor[ExpressionRestorerOptions]):
+class ExpressionRestorer(UsesModelHub, Processor[ExpressionRestorerOptions]):
     """Restores the original expression onto processed faces."""
 
     name: ClassVar[str] = "expression_restorer"
     options_type: ClassVar[type[ProcessorOptions]] = ExpressionRestorerOptions
     sensitive: ClassVar[bool] = True
-
-    def __init__(self, hub: ModelHub | None = None) -> None:
-        self._hub = hub
-
-    @property
-    def hub(self) -> ModelHub:
-        return self._hub if self._hub is not None else default_hub()
 
     def check_models(self) -> None:
         require_models(self.name, self.hub, [list(PARTS)])

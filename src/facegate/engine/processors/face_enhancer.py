@@ -25,7 +25,7 @@ from facegate.engine.models.face_enhance import (
 )
 from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
 from facegate.engine.models.frame_enhance import FRAME_ENHANCERS, forward_ncnn_realesrgan
-from facegate.engine.models.hub import ModelHub, default_hub
+from facegate.engine.models.hub import UsesModelHub
 from facegate.engine.models.tiling import enhance_fitted
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Face, Frame
@@ -53,14 +53,11 @@ def target_faces(ctx: JobContext) -> list[Face]:
     return chosen or list(ctx.target_faces)
 
 
-class FaceEnhancer(Processor[FaceEnhancerOptions]):
+class FaceEnhancer(UsesModelHub, Processor[FaceEnhancerOptions]):
     """Restores faces with a face restoration model."""
 
     name: ClassVar[str] = "face_enhancer"
     options_type: ClassVar[type[ProcessorOptions]] = FaceEnhancerOptions
-
-    def __init__(self, hub: ModelHub | None = None) -> None:
-        self.hub = hub if hub is not None else default_hub()
 
     def check_models(self) -> None:
         self.hub.store.verify(self.hub.resolve(BUILTIN_DEFAULT))

@@ -23,7 +23,7 @@ from facegate.engine.models.frame_enhance import (
     normalize_tile_frame,
     prepare_tile_frame,
 )
-from facegate.engine.models.hub import ModelHub, default_hub
+from facegate.engine.models.hub import UsesModelHub
 from facegate.engine.models.manifest import ModelVersion
 from facegate.engine.models.tiling import enhance_fitted, enhance_tiled
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
@@ -55,14 +55,11 @@ def spec_for(version: ModelVersion) -> FrameEnhancerSpec:
         ) from None
 
 
-class FrameEnhancer(Processor[FrameEnhancerOptions]):
+class FrameEnhancer(UsesModelHub, Processor[FrameEnhancerOptions]):
     """Upscales frames with a tiled super-resolution model."""
 
     name: ClassVar[str] = "frame_enhancer"
     options_type: ClassVar[type[ProcessorOptions]] = FrameEnhancerOptions
-
-    def __init__(self, hub: ModelHub | None = None) -> None:
-        self.hub = hub if hub is not None else default_hub()
 
     def check_models(self) -> None:
         self.hub.store.verify(self.hub.resolve(BUILTIN_DEFAULT))
