@@ -8,21 +8,14 @@ import click
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.settings import Settings, get_settings
-from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
+from facegate.tenancy.schemas import KNOWN_PROCESSORS, KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
 DEMO_TENANT = "demo"
 # The demo plan: everything the engine offers, modest quotas.
 DEMO_POLICY = PolicySpec(
     max_concurrent_jobs=2,
-    allowed_processors=[
-        "face_swapper",
-        "face_enhancer",
-        "frame_enhancer",
-        "face_debugger",
-        "age_modifier",
-        "expression_restorer",
-    ],
+    allowed_processors=list(KNOWN_PROCESSORS),
     max_output_resolution="4k",
 )
 

@@ -7,19 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from facegate.engine.processors.registry import PROCESSORS
 from facegate.tenancy.models import DEFAULT_PROCESSORS, ENHANCE_PROCESSORS, RESOLUTIONS
 from facegate.tenancy.principal import ALL_SCOPES, Scope
 
 TENANT_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like a namespace
 _DEFAULT_KEY_SCOPES: tuple[Scope, ...] = ("jobs:write", "jobs:read")
-KNOWN_PROCESSORS = (
-    "face_swapper",
-    "face_enhancer",
-    "frame_enhancer",
-    "face_debugger",
-    "age_modifier",
-    "expression_restorer",
-)
+# The engine's processor names (its registry is the one list; importing it loads no models).
+KNOWN_PROCESSORS = tuple(PROCESSORS)
 _RESOLUTION_ALIASES = {"2160p": "4k", "4320p": "8k", "uhd": "4k", "fhd": "1080p", "hd": "720p"}
 
 
