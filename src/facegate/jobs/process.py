@@ -29,7 +29,8 @@ from facegate.jobs.reaper import reap_expired_leases
 from facegate.jobs.runner import EngineRunner, JobRunner
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.worker import WorkerConfig, WorkerPool
-from facegate.settings import Settings, warmup_list
+from facegate.models.requests import use_installation_models
+from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
 
 log = structlog.get_logger("facegate.worker")
@@ -134,12 +135,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         settings.database_url, pool_size=options.concurrency + 4, pool_pre_ping=False
     )
     tenant_store = tenant_store_for(settings.storage_url)
-    from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
-
-    # The engine resolves models in this store, with the installation's MODEL_TAG default.
-    use_models_dir(
-        settings.models_dir, default_tag=settings.model_tag, warm_up=warmup_list(settings)
-    )
+    use_installation_models(settings)
     config = WorkerConfig(
         workers=options.concurrency,
         lease_seconds=settings.job_lease_seconds,

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.api.state import AppState
 from facegate.jobs.worker import WorkerConfig, WorkerPool
-from facegate.settings import warmup_list
+from facegate.models.requests import use_installation_models
 from facegate.storage.factory import store_from_url
 from facegate.storage.tenant import TenantStore
 
@@ -55,12 +55,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     if settings.workers == 0:
         yield None
         return
-    from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
-
-    # The engine resolves models in this store, with the installation's MODEL_TAG default.
-    use_models_dir(
-        settings.models_dir, default_tag=settings.model_tag, warm_up=warmup_list(settings)
-    )
+    use_installation_models(settings)
     config = WorkerConfig(
         workers=settings.workers,
         lease_seconds=settings.job_lease_seconds,

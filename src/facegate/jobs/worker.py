@@ -219,24 +219,16 @@ class WorkerPool:
                 self._release(flight, bound)
             else:
                 self._finish(flight, bound, "cancelled", job=job, began=started, stage="cancelled")
-        except EngineError as exc:
+        except (EngineError, ProblemError) as exc:
+            # Expected failures say why on the job, with the same type slug an API call gets.
+            error_type = exc.code if isinstance(exc, EngineError) else exc.type_slug
             self._finish(
                 flight,
                 bound,
                 "failed",
                 job=job,
                 began=started,
-                error_type=exc.code,
-                error_detail=exc.detail,
-            )
-        except ProblemError as exc:
-            self._finish(
-                flight,
-                bound,
-                "failed",
-                job=job,
-                began=started,
-                error_type=exc.type_slug,
+                error_type=error_type,
                 error_detail=exc.detail,
             )
         except Exception as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.models.tags import ModelRequest, TagPolicy
+from facegate.settings import Settings, warmup_list
 from facegate.tenancy.models import Policy
 
 
@@ -24,3 +25,13 @@ def model_request_for(tenant_id: str, job_id: str, policy: Policy) -> ModelReque
     """What a job of ``tenant_id`` resolves models with: its private models, its pins, and
     its A/B variant (deterministic in ``job_id``, so a retry keeps the same variant)."""
     return ModelRequest(tenant=tenant_id, policy=tag_policy_of(policy), job_id=job_id)
+
+
+def use_installation_models(settings: Settings) -> None:
+    """Point the engine at the installation's model store, with its MODEL_TAG default and
+    warm-up list (called once where workers start: embedded and cluster)."""
+    from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
+
+    use_models_dir(
+        settings.models_dir, default_tag=settings.model_tag, warm_up=warmup_list(settings)
+    )
