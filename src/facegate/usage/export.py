@@ -17,27 +17,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from facegate.usage.models import UsageRecord
+from facegate.usage.repository import SUMMED
 
 EVENT_TYPE = "com.facegate.job.usage"
 SPEC_VERSION = "1.0"
 DEFAULT_SOURCE = "facegate"
 ExportFormat = Literal["json", "ndjson", "csv"]
 
-DATA_FIELDS = (
-    "kind",
-    "status",
-    "device",
-    "compute_seconds",
-    "duration_seconds",
-    "queue_wait_seconds",
-    "frames",
-    "input_pixels",
-    "output_pixels",
-    "input_bytes",
-    "output_bytes",
-    "processors",
-    "model_variant",
-)
+# The event's data: what was run, and every metered quantity (the repository's sums).
+DATA_FIELDS = ("kind", "status", "device", *SUMMED, "processors", "model_variant")
 CSV_FIELDS = ("id", "subject", "time", *DATA_FIELDS)
 
 
