@@ -1,4 +1,6 @@
-"""Sliding-window rate limits on the ``limits`` library (Redis or memory storage).
+"""Sliding-window rate limits: on Redis through the ``limits`` library, in process memory
+through :class:`~facegate.ratelimit.memory.MemoryWindows` (same arithmetic, no timer
+threads).
 
 The sliding-window counter weighs the previous minute's count by how much of it still
 overlaps the window: smooth like a true moving window, at the cost of two counters per
@@ -15,10 +17,11 @@ from dataclasses import dataclass
 
 from limits import RateLimitItemPerMinute
 from limits.errors import StorageError as LimitsStorageError
-from limits.storage import MemoryStorage, RedisStorage, Storage
+from limits.storage import RedisStorage, Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 from redis.exceptions import RedisError
 
+from facegate.ratelimit.memory import MemoryWindows
 from facegate.resilience import CircuitBreaker
 
 WINDOW_SECONDS = 60
@@ -49,10 +52,10 @@ class Decision:
         }
 
 
-def create_storage(redis_url: str | None, key_prefix: str) -> Storage:
+def create_storage(redis_url: str | None, key_prefix: str) -> Storage | MemoryWindows:
     """Redis storage for ``redis_url`` (keys under ``key_prefix``), else process memory."""
     if redis_url is None or redis_url.startswith("memory://"):
-        return MemoryStorage()
+        return MemoryWindows()
     return RedisStorage(
         redis_url,
         key_prefix=key_prefix,
@@ -64,23 +67,35 @@ def create_storage(redis_url: str | None, key_prefix: str) -> Storage:
 
 class RateLimiter:
     """Per-minute limits keyed by (limit name, identifier), through the ``redis`` breaker
-    when the storage is remote."""
+    when the storage is remote. ``storage`` is a ``limits`` storage or, in process memory,
+    :class:`MemoryWindows` (which uses ``clock``; ``limits`` reads the system time)."""
 
     def __init__(
         self,
-        storage: Storage,
+        storage: Storage | MemoryWindows,
         breaker: CircuitBreaker | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.storage = storage
-        self.strategy = SlidingWindowCounterRateLimiter(storage)
+        self.strategy = (
+            None if isinstance(storage, MemoryWindows) else SlidingWindowCounterRateLimiter(storage)
+        )
         self.breaker = breaker
         self._clock = clock
 
     def hit(self, name: str, identifier: str, per_minute: int) -> Decision:
         """Count one request against ``name``/``identifier``; raises BackendUnavailable
         (or CircuitOpen) when the storage cannot be reached."""
+        if isinstance(self.storage, MemoryWindows):
+            # The per-minute value is part of the key, as in ``limits``' keys: a changed
+            # policy starts a fresh count on both backends alike.
+            hit = self.storage.hit(
+                (name, identifier, str(per_minute)), per_minute, WINDOW_SECONDS, self._clock()
+            )
+            reset = math.ceil(hit.reset_in) if hit.allowed else max(1, math.ceil(hit.reset_in))
+            return Decision(name, hit.allowed, per_minute, hit.remaining, reset)
+        assert self.strategy is not None
         item = RateLimitItemPerMinute(per_minute, namespace="facegate")
         if self.breaker is not None:
             self.breaker.before_call()
