@@ -10,7 +10,7 @@ import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 from tests.conftest import MakeClient
 
-from facegate.api.shedding import LoadSheddingMiddleware
+from facegate.api.shedding import LoadSheddingMiddleware, QueuedEstimate
 from facegate.database import session_scope
 from facegate.jobs.models import Job
 
@@ -84,3 +84,25 @@ async def test_global_queue_cap_refuses_submissions(make_client: MakeClient) -> 
         assert "request_id" in body
         # reads are not submissions: they still pass
         assert (await h.client.get("/v1/jobs", headers=headers)).status_code == 200
+
+
+def test_queued_estimate_is_reused_only_far_from_the_cap_and_while_recent() -> None:
+    now = [100.0]
+    estimate = QueuedEstimate(100, ttl=1.0, clock=lambda: now[0])
+    assert estimate.fresh() is None  # never counted
+    estimate.counted(50)
+    assert estimate.fresh() == 50
+    estimate.admitted()
+    assert estimate.fresh() == 51  # this process's own submissions are added
+    now[0] += 1.5
+    assert estimate.fresh() is None  # too old: count again
+    estimate.counted(89)
+    assert estimate.fresh() == 89
+    estimate.admitted()
+    assert estimate.fresh() is None  # within a tenth of the cap: every decision counts
+
+
+def test_queued_estimate_counts_every_time_under_a_small_cap() -> None:
+    estimate = QueuedEstimate(2, clock=lambda: 0.0)
+    estimate.counted(1)
+    assert estimate.fresh() is None

@@ -4,10 +4,16 @@ Two global caps (the specification's gateway protection, next to the circuit bre
 ``facegate.resilience``): requests in flight in this process, and jobs queued across all
 tenants (checked when a job is submitted, before its upload is read). Each tenant's own
 queue cap is a policy matter and stays in ``jobs.service`` (429).
+
+Counting the queue takes a database query and a worker-thread hop, more than the rest of
+a submission's checks together, so :class:`QueuedEstimate` reuses a recent count while the
+queue is far from the cap and counts exactly again near it.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -20,6 +26,8 @@ from facegate.jobs.repository import JobRepository
 from facegate.ratelimit.middleware import EXEMPT_PATHS, send_problem
 
 SUBMIT_PATH = "/v1/jobs"
+# How long a count of the queue may be reused while far from the cap.
+QUEUED_COUNT_TTL_SECONDS = 1.0
 log = structlog.get_logger(__name__)
 
 
@@ -35,17 +43,54 @@ def _is_long_lived(path: str) -> bool:
     return path.endswith("/events")
 
 
+class QueuedEstimate:
+    """The queued-jobs count, re-read at most every ``ttl`` seconds while it stays more
+    than a tenth of ``cap`` below the cap. Each admitted submission adds one to the
+    estimate (a refused upload only makes it err high), so near the cap every decision
+    is taken on an exact count; what this process cannot see (other processes'
+    submissions) is at most ``ttl`` seconds old."""
+
+    def __init__(
+        self, cap: int, *, ttl: float = QUEUED_COUNT_TTL_SECONDS, clock: Callable[[], float]
+    ) -> None:
+        self.cap = cap
+        self.ttl = ttl
+        self.clock = clock
+        self.margin = max(1, cap // 10)
+        self._count = 0
+        self._read_at = -float("inf")
+
+    def fresh(self) -> int | None:
+        """The estimate when it may stand in for a count, else None (count again)."""
+        if self.clock() - self._read_at > self.ttl or self._count + self.margin >= self.cap:
+            return None
+        return self._count
+
+    def counted(self, queued: int) -> None:
+        self._count, self._read_at = queued, self.clock()
+
+    def admitted(self) -> None:
+        self._count += 1
+
+
 class LoadSheddingMiddleware:
     """Caps requests in flight (``max_in_flight``) and queued jobs (``max_queued``)."""
 
     def __init__(
-        self, app: ASGIApp, *, max_in_flight: int, max_queued: int, retry_after: int
+        self,
+        app: ASGIApp,
+        *,
+        max_in_flight: int,
+        max_queued: int,
+        retry_after: int,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self.retry_after = retry_after
         self.in_flight = 0
+        self.queued = QueuedEstimate(max_queued, clock=clock)
 
     def _refusal(self, detail: str, limit: str, value: int) -> Overloaded:
         return Overloaded(
@@ -74,7 +119,10 @@ class LoadSheddingMiddleware:
         self.in_flight += 1
         try:
             if self.max_queued and scope.get("method") == "POST" and path == SUBMIT_PATH:
-                queued = await to_thread.run_sync(_count_queued, scope["app"])
+                queued = self.queued.fresh()
+                if queued is None:
+                    queued = await to_thread.run_sync(_count_queued, scope["app"])
+                    self.queued.counted(queued)
                 if queued >= self.max_queued:
                     log.warning("shedding job submission", queued=queued)
                     refusal = self._refusal(
@@ -84,6 +132,7 @@ class LoadSheddingMiddleware:
                     )
                     await send_problem(scope, send, refusal)
                     return
+                self.queued.admitted()
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
