@@ -20,6 +20,8 @@ from jobhelpers import (
     submit,
     wait_terminal,
 )
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from facegate.jobs.runtime import workers_service
 
@@ -138,6 +140,25 @@ async def test_policy_at_the_door_refuses_and_stores_nothing(make_client: Any) -
         assert int(second.headers["retry-after"]) > 0
         assert count_jobs(h.state) == 1
         assert len(stored_files(h.state)) == 1  # the accepted job's target only
+
+
+async def test_a_submission_reads_the_tenants_storage_usage_once(make_client: Any) -> None:
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    async with make_client() as h:
+        h.create_tenant("metered", **DEBUG_TENANT_POLICY, storage_quota_bytes=10_000_000)
+        headers = h.headers("metered")
+        event.listen(Engine, "before_cursor_execute", record)
+        try:
+            response = await submit(h.client, headers)
+        finally:
+            event.remove(Engine, "before_cursor_execute", record)
+        assert response.status_code == 202, response.text
+    usage_reads = [s for s in statements if "sum(stored_objects.size_bytes)" in s]
+    assert len(usage_reads) == 1
 
 
 async def test_idempotency_key_returns_the_same_job(make_client: Any) -> None:

@@ -109,6 +109,9 @@ class JobService:
                 value=policy.max_queued_jobs,
                 retry_after=QUEUE_RETRY_AFTER_SECONDS,
             )
+        # One read of the tenant's usage for all inputs together: the inputs below are
+        # then stored without a quota check each (their keys are new, nothing is replaced,
+        # and the same transaction holds both).
         incoming = len(request.target) + sum(len(data) for data in request.sources)
         try:
             self.tenant_store.check_quota(
@@ -135,7 +138,7 @@ class JobService:
         ]
         uploads.append(("target", request.target, target_type))
         for name, data, content_type in uploads:
-            self._store_input(request, policy, job.id, name, data, content_type)
+            self._store_input(request, job.id, name, data, content_type)
             names.append(name)
         job.inputs = names
         self.jobs.add(job)
@@ -156,25 +159,21 @@ class JobService:
     def _store_input(
         self,
         request: Submission,
-        policy: Policy,
         job_id: uuid.UUID,
         name: str,
         data: bytes,
         content_type: str,
     ) -> None:
-        try:
-            ref = self.tenant_store.put(
-                self.session,
-                tenant_id=request.tenant_id,
-                kind="inputs",
-                job_id=job_id,
-                name=name,
-                data=data,
-                content_type=content_type,
-                quota_bytes=policy.storage_quota_bytes,
-            )
-        except StorageQuotaExceeded as exc:
-            raise _storage_quota(exc) from None
+        ref = self.tenant_store.put(
+            self.session,
+            tenant_id=request.tenant_id,
+            kind="inputs",
+            job_id=job_id,
+            name=name,
+            data=data,
+            content_type=content_type,
+            new=True,
+        )
         request.written.append(ref.key)
 
 

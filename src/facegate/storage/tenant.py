@@ -109,10 +109,15 @@ class TenantStore:
         data: bytes,
         content_type: str,
         quota_bytes: int | None = None,
+        new: bool = False,
     ) -> ObjectRef:
-        """Write one artifact and record it; idempotent per key (a rewrite replaces it)."""
+        """Write one artifact and record it; idempotent per key (a rewrite replaces it).
+
+        ``new=True``: the caller knows the key is unused (a job id it has just made), so
+        the ledger is not searched for an entry to replace (were it there after all, the
+        insert would fail at flush, not overwrite)."""
         key = build_key(tenant_id, kind, job_id, name)
-        existing = session.get(StoredObject, key)
+        existing = None if new else session.get(StoredObject, key)
         replaced = existing.size_bytes if existing is not None else 0
         self.check_quota(session, tenant_id, len(data) - replaced, quota_bytes)
         size = self.store.put(key, data)
