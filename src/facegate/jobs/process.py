@@ -17,6 +17,7 @@ from types import FrameType
 
 import structlog
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
 
 from facegate.database import create_engine_from_url, migrate, session_scope
 from facegate.jobs import leases
@@ -126,9 +127,28 @@ def _database_ready(engine: Engine) -> tuple[bool, str]:
     return True, "ok"
 
 
+#: How long a starting worker waits for an unreachable database (a restart, a failover, a
+#: pod that came up first) before giving up and letting its supervisor restart it.
+START_WAIT_SECONDS = 120.0
+
+
+def migrate_when_reachable(url: str, wait_seconds: float = START_WAIT_SECONDS) -> None:
+    """``migrate(url)``, retried while the database cannot be reached."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            migrate(url)
+            return
+        except OperationalError as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("worker.waiting_for_database", error=type(exc).__name__)
+            time.sleep(1.0)
+
+
 def run_worker(settings: Settings, options: WorkerOptions) -> None:
     """Run one worker process until SIGTERM/SIGINT, then drain and exit."""
-    migrate(settings.database_url)
+    migrate_when_reachable(settings.database_url)
     # No pre-ping round trip per checkout: a connection the database dropped fails one
     # statement, SQLAlchemy then invalidates the pool and the loops simply go on.
     engine = create_engine_from_url(

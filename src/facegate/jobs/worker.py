@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import sessionmaker
 
 from facegate.api.errors import ProblemError
@@ -88,7 +89,12 @@ class WorkerPool:
 
     # lifecycle
     def start(self) -> None:
-        self.reap()
+        try:
+            self.reap()  # jobs a crashed worker left running go back to the queue at once
+        except OperationalError as exc:
+            # The database is away (a restart): the maintenance loop reaps once it is back,
+            # and the work loops retry their claims; a worker must not die of it at start.
+            log.warning("workers.start_reap_failed", pool=self.name, error=type(exc).__name__)
         self._stop.clear()
         for number in range(self.config.workers):
             worker_id = f"{self.name}/w{number}"
@@ -231,6 +237,12 @@ class WorkerPool:
                 error_type=error_type,
                 error_detail=exc.detail,
             )
+        except OperationalError as exc:
+            # The database went away mid-job (a restart, a failover), e.g. under a progress
+            # write: not the job's fault, so it must not fail. Its lease is no longer renewed
+            # (the flight ends here); once it expires the reaper queues the job again.
+            bound.warning("job.interrupted", reason="database unavailable", error=str(exc)[:200])
+            return
         except Exception as exc:
             bound.exception("job.crashed")
             self._finish(
