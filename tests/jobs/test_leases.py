@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from jobfactories import create_job, create_tenant, sessions_of
@@ -12,6 +13,10 @@ from facegate.db import utcnow
 from facegate.jobs import leases
 from facegate.jobs.claim import LockingClaimer
 from facegate.jobs.models import Job
+from facegate.jobs.worker import WorkerConfig, WorkerPool
+from facegate.storage.memory import MemoryStore
+from facegate.storage.tenant import TenantStore
+from facegate.usage.models import UsageRecord
 
 
 def status_of(engine: Engine, job_id: object) -> Job:
@@ -79,3 +84,22 @@ def test_release_gives_the_job_back_without_spending_an_attempt(db_engine: Engin
     assert job.status == "queued"
     assert job.attempts == 0
     assert job.lease_owner is None
+
+
+def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine) -> None:
+    """Out of attempts, the reaper fails the job: it gets its usage record like any
+    finished job (no compute billed: its worker vanished), and only one."""
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        create_tenant(session, "a")
+        job_id = create_job(session, "a", max_attempts=1).id
+    claim = LockingClaimer(db_engine).claim("vanished", lease_seconds=0.01)
+    assert claim is not None
+    pool = WorkerPool(db_engine, TenantStore(MemoryStore()), WorkerConfig(lease_seconds=0.01))
+    time.sleep(0.05)
+    pool.reap()
+    pool.reap()  # a second sweep finds nothing more to meter
+    assert status_of(db_engine, job_id).status == "failed"
+    with session_scope(sessions) as session:
+        records = session.scalars(select(UsageRecord).where(UsageRecord.job_id == job_id)).all()
+        assert [(r.status, r.compute_seconds) for r in records] == [("failed", 0.0)]

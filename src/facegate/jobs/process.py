@@ -18,6 +18,7 @@ from types import FrameType
 import structlog
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from facegate.database import create_engine_from_url, migrate, session_scope
 from facegate.jobs import leases
@@ -73,18 +74,8 @@ def load_runner(target: str | None, tenant_store: TenantStore) -> JobRunner:
 class ClusterWorkerPool(WorkerPool):
     """WorkerPool with the cross-worker reaper and a graceful drain."""
 
-    def reap(self) -> None:
-        with session_scope(self.sessions) as session:
-            reaped = reap_expired_leases(session)
-        for job in reaped:
-            log.warning(
-                "job.lease_expired",
-                tenant_id=job.tenant_id,
-                job_id=str(job.job_id),
-                outcome=job.outcome,
-            )
-        if reaped:
-            self.wake()
+    def _sweep(self, session: Session) -> list[leases.Reaped]:
+        return reap_expired_leases(session)
 
     def running_jobs(self) -> int:
         with self._lock:

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.api.errors import ProblemError
 from facegate.database import session_scope
@@ -30,6 +30,7 @@ from facegate.engine.errors import Cancelled, EngineError
 from facegate.jobs import leases
 from facegate.jobs.claim import Claim, JobClaimer, LockingClaimer
 from facegate.jobs.models import Job
+from facegate.jobs.repository import JobRepository
 from facegate.jobs.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
 from facegate.observability.jobs import observe_finished
 from facegate.observability.metrics import worker_heartbeat
@@ -183,15 +184,36 @@ class WorkerPool:
                 flight.cancel.set()
 
     def reap(self) -> None:
+        """Requeue jobs whose lease expired; those out of attempts fail, and are metered
+        like every finished job (no compute is billed: their worker vanished)."""
+        failed: list[Job] = []
         with session_scope(self.sessions) as session:
-            for reaped in leases.requeue_expired(session):
+            reaped = self._sweep(session)
+            for item in reaped:
                 log.warning(
                     "job.lease_expired",
-                    tenant_id=reaped.tenant_id,
-                    job_id=str(reaped.job_id),
-                    outcome=reaped.outcome,
+                    tenant_id=item.tenant_id,
+                    job_id=str(item.job_id),
+                    outcome=item.outcome,
                 )
-        self.wake()
+                failed_job = item.outcome == "failed"
+                job = (
+                    JobRepository(session).get(item.tenant_id, item.job_id) if failed_job else None
+                )
+                if job is not None:
+                    record_job_usage(session, job, "failed", self._no_consumption())
+                    failed.append(job)
+        for job in failed:
+            observe_finished(job, "failed", self._no_consumption())
+        if reaped:
+            self.wake()
+
+    def _sweep(self, session: Session) -> list[leases.Reaped]:
+        """The expired-lease sweep; the cluster pool's takes a lock shared by all workers."""
+        return leases.requeue_expired(session)
+
+    def _no_consumption(self) -> Consumption:
+        return Consumption(compute_seconds=0.0, device=self.device)
 
     def purge(self) -> int:
         with session_scope(self.sessions) as session:
