@@ -34,9 +34,9 @@ import httpx
 from fastapi import FastAPI
 from PIL import Image
 
+from benchkit import bench_settings
 from facegate.api.app import create_app
 from facegate.database import session_scope
-from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -118,19 +118,6 @@ async def compare_gets(
     return authed, baseline
 
 
-def settings_for(tmp: Path, **overrides: Any) -> Settings:
-    return Settings(
-        _env_file=None,
-        database_url=f"sqlite:///{tmp}/facegate.db",
-        storage_url=f"file://{tmp}/storage",
-        data_dir=tmp,
-        models_dir=tmp / "models",
-        workers=0,
-        log_level="warning",  # request logs would measure the terminal, not the service
-        **overrides,
-    )
-
-
 def create_key(app: FastAPI) -> dict[str, str]:
     with session_scope(app.state.facegate.session_factory) as session:
         service = TenancyService(session)
@@ -148,7 +135,7 @@ async def run_variant(
     name: str, overrides: dict[str, Any], requests: int, submits: int, target: bytes
 ) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="facegate-bench-"))
-    app = create_app(settings_for(tmp, **overrides), services=[])
+    app = create_app(bench_settings(tmp, **overrides), services=[])
     async with app.router.lifespan_context(app):
         headers = create_key(app)
         transport = httpx.ASGITransport(app=app)

@@ -23,25 +23,12 @@ from typing import Any
 import httpx
 import redis
 
+from benchkit import bench_settings
 from facegate.api.app import create_app
 from facegate.database import session_scope
 from facegate.ratelimit.limiter import RateLimiter, create_storage
-from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
-
-
-def settings(tmp: Path, **overrides: Any) -> Settings:
-    return Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        database_url=f"sqlite:///{tmp}/facegate.db",
-        storage_url=f"file://{tmp}/storage",
-        data_dir=tmp,
-        models_dir=tmp / "models",
-        workers=0,
-        log_level="warning",
-        **overrides,
-    )
 
 
 async def rate(client: httpx.AsyncClient, headers: dict[str, str], n: int) -> float:
@@ -81,7 +68,8 @@ async def main(requests: int, rounds: int, redis_url: str) -> None:
             "rate_limit_key_prefix": prefix,
         }
     apps = {
-        name: create_app(settings(tmp, **extra), services=[]) for name, extra in variants.items()
+        name: create_app(bench_settings(tmp, **extra), services=[])
+        for name, extra in variants.items()
     }
     results: dict[str, list[float]] = {name: [] for name in apps}
     contexts = [app.router.lifespan_context(app) for app in apps.values()]

@@ -16,30 +16,17 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from benchkit import bench_settings
 from facegate.api.app import create_app
 from facegate.database import session_scope
 from facegate.observability.logging import configure_logging, set_log_output
-from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
 TARGET_OVERHEAD = 0.10
-
-
-def settings(tmp: Path, **overrides: Any) -> Settings:
-    return Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        database_url=f"sqlite:///{tmp}/facegate.db",
-        storage_url=f"file://{tmp}/storage",
-        data_dir=tmp,
-        models_dir=tmp / "models",
-        workers=0,
-        **overrides,
-    )
 
 
 async def rate(client: httpx.AsyncClient, headers: dict[str, str], n: int) -> float:
@@ -52,8 +39,8 @@ async def rate(client: httpx.AsyncClient, headers: dict[str, str], n: int) -> fl
 async def main(requests: int, rounds: int) -> None:
     logging.disable(logging.INFO)
     tmp = Path(tempfile.mkdtemp(prefix="facegate-obs-bench-"))
-    on = create_app(settings(tmp, metrics_enabled=True, log_level="info"), services=[])
-    off = create_app(settings(tmp, metrics_enabled=False, log_level="warning"), services=[])
+    on = create_app(bench_settings(tmp, metrics_enabled=True, log_level="info"), services=[])
+    off = create_app(bench_settings(tmp, metrics_enabled=False, log_level="warning"), services=[])
     sink = open("/dev/null", "w")  # lives for the whole run
     results: dict[str, list[float]] = {"on": [], "off": []}
     async with on.router.lifespan_context(on), off.router.lifespan_context(off):

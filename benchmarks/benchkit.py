@@ -1,0 +1,23 @@
+"""Shared set-up of the in-process service benchmarks (api, gateway, observability)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from facegate.settings import Settings
+
+
+def bench_settings(tmp: Path, **overrides: Any) -> Settings:
+    """An embedded-shape service in ``tmp`` with no workers and quiet logs (request logs
+    would measure the terminal, not the service); ``overrides`` win."""
+    values: dict[str, Any] = {
+        "database_url": f"sqlite:///{tmp}/facegate.db",
+        "storage_url": f"file://{tmp}/storage",
+        "data_dir": tmp,
+        "models_dir": tmp / "models",
+        "workers": 0,
+        "log_level": "warning",
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
