@@ -89,8 +89,14 @@ class JobRepository:
         stmt = stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
         return list(self.session.scalars(stmt))
 
-    def count_in_status(self, tenant_id: str, statuses: Sequence[str]) -> int:
+    def count_in_status(
+        self, tenant_id: str, statuses: Sequence[str], *, at_most: int | None = None
+    ) -> int:
+        """How many of the tenant's jobs are in ``statuses``; with ``at_most``, counting
+        stops there (a cap check costs the same however long the queue has grown)."""
         scoped = self.readable_statement(tenant_id).where(Job.status.in_(list(statuses)))
+        if at_most is not None:
+            scoped = scoped.limit(at_most)
         stmt = select(func.count()).select_from(scoped.subquery())
         return int(self.session.execute(stmt).scalar_one())
 

@@ -100,7 +100,7 @@ class JobService:
         # Decoded to prove they are sound, not converted: the worker does that when it runs.
         sources = [verify_image(data, limits) for data in request.sources]
         kind, target_type = self._check_target(request.target, spec, policy, limits)
-        queued = self.jobs.count_in_status(tenant_id, ("queued",))
+        queued = self.jobs.count_in_status(tenant_id, ("queued",), at_most=policy.max_queued_jobs)
         if queued >= policy.max_queued_jobs:
             raise QuotaExceeded(
                 f"this tenant already has {queued} queued jobs (max_queued_jobs "
