@@ -3,6 +3,7 @@ tenants with policies, and queued job rows."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from tests.dbkit import fresh_database
 
 from facegate.database import create_session_factory
 from facegate.db import utcnow
+from facegate.jobs.claim import Claim, JobClaimer
 from facegate.jobs.models import Job
 from facegate.tenancy.models import Policy, Tenant
 
@@ -73,3 +75,26 @@ def create_job(
 
 def seconds_ago(seconds: float) -> datetime:
     return utcnow() - timedelta(seconds=seconds)
+
+
+def claim_concurrently(claimer: JobClaimer, *, threads: int, rounds: int) -> list[Claim]:
+    """``threads`` workers released together, each trying ``rounds`` claims: every claim
+    that succeeded (to check caps and that no job was handed out twice)."""
+    claims: list[Claim] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(threads)
+
+    def worker(number: int) -> None:
+        barrier.wait()
+        for _ in range(rounds):
+            claim = claimer.claim(f"w{number}", lease_seconds=30)
+            if claim is not None:
+                with lock:
+                    claims.append(claim)
+
+    pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return claims

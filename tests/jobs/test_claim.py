@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections import Counter
 from datetime import timedelta
 
-from jobfactories import create_job, create_tenant, seconds_ago, sessions_of
+from jobfactories import claim_concurrently, create_job, create_tenant, seconds_ago, sessions_of
 from sqlalchemy import Engine, select
 
 from facegate.database import session_scope
 from facegate.db import utcnow
-from facegate.jobs.claim import Claim, LockingClaimer, QueueHead, TenantLimits, choose_job
+from facegate.jobs.claim import LockingClaimer, QueueHead, TenantLimits, choose_job
 from facegate.jobs.models import Job
 
 
@@ -71,23 +70,7 @@ def test_parallel_claims_never_overshoot_a_cap(db_engine: Engine) -> None:
             create_job(session, "a")
             create_job(session, "b")
     claimer = LockingClaimer(db_engine)
-    claims: list[Claim] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(8)
-
-    def worker(number: int) -> None:
-        barrier.wait()
-        for _ in range(3):
-            claim = claimer.claim(f"w{number}", lease_seconds=30)
-            if claim is not None:
-                with lock:
-                    claims.append(claim)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    claims = claim_concurrently(claimer, threads=8, rounds=3)
     assert Counter(c.tenant_id for c in claims) == {"a": 2, "b": 3}
     assert len({c.job_id for c in claims}) == len(claims)
 

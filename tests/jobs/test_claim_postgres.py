@@ -3,14 +3,20 @@ limits, served tenants, a busy tenant lock, and the NOTIFY a queued job sends.""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from jobfactories import create_database, create_job, create_tenant, drop_database, seconds_ago
+from jobfactories import (
+    claim_concurrently,
+    create_database,
+    create_job,
+    create_tenant,
+    drop_database,
+    seconds_ago,
+)
 from jobfactories import sessions_of as sessions_for
 from sqlalchemy import Engine, select, text
 
@@ -56,23 +62,7 @@ def test_parallel_claims_never_overshoot_caps(pg_engine: Engine) -> None:
             for _ in range(20):
                 create_job(session, tenant)
     claimer = PostgresClaimer(pg_engine)
-    claims: list[Claim] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(8)
-
-    def worker(number: int) -> None:
-        barrier.wait()
-        for _ in range(6):
-            claim = claimer.claim(f"w{number}", lease_seconds=30)
-            if claim is not None:
-                with lock:
-                    claims.append(claim)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    claims = claim_concurrently(claimer, threads=8, rounds=6)
     assert Counter(c.tenant_id for c in claims) == caps
     assert len({c.job_id for c in claims}) == len(claims)
 
