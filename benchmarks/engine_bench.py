@@ -58,7 +58,7 @@ def bench(name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: i
         totals.append(finished - started)
     total = statistics.median(totals[2:]) * 1000
     prototype = FaceAnalyser(
-        AnalyserOptions(mesh_crop_size=384, tile_max_side=4096, tile_policy="always")
+        AnalyserOptions(mesh_crop_size=384, tile_max_side=4096, tile_policy="always", threads=1)
     )
     analysis_runs = []
     for _ in range(repeat):

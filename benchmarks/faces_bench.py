@@ -4,7 +4,8 @@
 
 Stages: whole-frame detection, tile detection, NMS, mesh per face (crop + FaceMesh + Face
 building), and the full ``FaceAnalyser.analyse`` call with the default options (tile_policy
-"auto" skips the tiles when every face found on the whole frame is large); then the same call
+"auto" skips the tiles when every face found on the whole frame is large; tiles and meshes
+run on ``AnalyserOptions.threads`` threads), the same call on one thread; then the same call
 with ENGINE-NOTES' prototype set-up (tiles always, at full size, mesh crop 384 px) as the
 baseline measured in the same run.
 """
@@ -75,10 +76,13 @@ def bench(name: str, frame: Frame, repeat: int) -> None:
     )
     nms = median_ms(lambda: F.nms(raw, options.nms_iou), repeat)
     mesh = median_ms(lambda: [F.mesh_face(graphs, frame, d, options) for d in merged], repeat)
-    total = median_ms(lambda: analyser.analyse(frame), repeat)
+    total = median_ms(lambda: analyser.analyse(frame), repeat)  # tiles, meshes on 2 threads
+    one_thread = F.FaceAnalyser(F.AnalyserOptions(threads=1))
+    serial = median_ms(lambda: one_thread.analyse(frame), repeat)
+    one_thread.close()
     # ENGINE-NOTES' prototype: tiles always, at full size, mesh crops of 384 px.
     baseline = F.FaceAnalyser(
-        F.AnalyserOptions(mesh_crop_size=384, tile_max_side=4096, tile_policy="always")
+        F.AnalyserOptions(mesh_crop_size=384, tile_max_side=4096, tile_policy="always", threads=1)
     )
     base = median_ms(lambda: baseline.analyse(frame), repeat)
     found = len(analyser.analyse(frame))
@@ -86,7 +90,8 @@ def bench(name: str, frame: Frame, repeat: int) -> None:
     print(
         f"{name}: {found} face(s) | detect whole {whole:.1f} ms, {len(windows)} tiles "
         f"{tiles:.1f} ms, NMS {nms:.2f} ms, mesh {mesh:.1f} ms ({per_face:.1f} per face) | "
-        f"analyse {total:.1f} ms (tiles {'skipped' if skipped else 'run'}) | "
+        f"analyse {total:.1f} ms on {options.threads} threads, {serial:.1f} ms on one "
+        f"(tiles {'skipped' if skipped else 'run'}) | "
         f"baseline (prototype: tiles always, full size, crop 384) {base:.1f} ms, "
         f"ratio {total / base:.2f}"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from pathlib import Path
 
@@ -226,6 +227,22 @@ def test_analyser_is_shareable_between_threads(
         assert len(results[name]) == len(analysed[name])
         for a, b in zip(results[name], analysed[name], strict=True):
             np.testing.assert_allclose(a.landmarks, b.landmarks, atol=1e-3)
+
+
+def test_one_thread_finds_the_same_faces_as_the_default_two(
+    analyser: FaceAnalyser, photos: dict[str, Frame], analysed: dict[str, list[Face]]
+) -> None:
+    # Tiles and meshes run on the analyser's threads; in turn they must give the same faces.
+    assert analyser.options.threads == min(2, os.cpu_count() or 1)
+    serial = FaceAnalyser(AnalyserOptions(threads=1))
+    try:
+        for name in ["group_6_faces_insightface_t1.jpg", "group_8_small_faces_office.jpg"]:
+            faces = serial.analyse(photos[name])
+            assert len(faces) == len(analysed[name])
+            for a, b in zip(faces, analysed[name], strict=True):
+                np.testing.assert_allclose(a.landmarks, b.landmarks, atol=1e-3)
+    finally:
+        serial.close()
 
 
 def test_options_filter_and_limit(analyser: FaceAnalyser, photos: dict[str, Frame]) -> None:

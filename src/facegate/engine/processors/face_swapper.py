@@ -78,6 +78,10 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
             raise InvalidOptions("face_swapper: prepare() was not run for this job")
         backend: SwapBackend = state["backend"]
         sources: list[object] = state["sources"]
+        if ctx.selected:
+            # One copy per frame: the backends paste into it (the caller's frame, e.g. the
+            # pipeline's original kept for the expression restorer, stays untouched).
+            frame = frame.copy()
         for source_index, target_face in ctx.selected:
             ctx.check_cancelled()
             if not 0 <= source_index < len(sources):

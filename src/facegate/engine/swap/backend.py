@@ -45,7 +45,12 @@ class SwapBackend(Protocol):
     def swap_face(
         self, frame: Frame, source_state: object, target_face: Face, options: FaceSwapperOptions
     ) -> Frame:
-        """``frame`` with ``target_face`` replaced by the prepared identity (a new array)."""
+        """``frame`` with ``target_face`` replaced by the prepared identity.
+
+        The backend may write into ``frame`` and return it: the caller passes a frame it
+        owns (``face_swapper`` copies each frame once, however many faces it swaps, instead
+        of every backend copying a whole frame per face).
+        """
         ...
 
 

@@ -107,12 +107,11 @@ class MeshWarpBackend:
     ) -> Frame:
         if not isinstance(source_state, MeshWarpSource):
             raise TypeError("mesh_warp got a source state it did not prepare")
-        out = frame.copy()
         if options.blend == 0.0:
-            return out
+            return frame
         x0, y0, x1, y1 = _region(target_face.landmarks, frame.shape)
         if x1 - x0 < 8 or y1 - y0 < 8:
-            return out
+            return frame
         clock = time.perf_counter()
         stamps: dict[str, float] = {}
 
@@ -163,11 +162,11 @@ class MeshWarpBackend:
             blended = poisson_blend(full_target, face, mask, options.blend)
         else:
             blended = feather_blend(full_target, face, mask, options.blend)
-        out[y0:y1, x0:x1] = blended
+        frame[y0:y1, x0:x1] = blended  # in place: the caller owns the frame (SwapBackend)
         stage("blend")
         if timings is not None:
             timings.update(stamps)
-        return out
+        return frame
 
 
 def _working_scale(
