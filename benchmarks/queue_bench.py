@@ -1,8 +1,10 @@
 """Queue benchmark on PostgreSQL: claim throughput and fairness of the cluster claim.
 
 1. Claims per second, 4 worker processes on no-op jobs (claim, then mark succeeded), with
-   the fair claim (caps on: per-tenant advisory lock, recount, SKIP LOCKED) and with a plain
-   FIFO ``FOR UPDATE SKIP LOCKED`` claim (caps off) as the baseline.
+   the fair claim (``PostgresClaimer``, caps on: per-tenant advisory lock, recount, SKIP
+   LOCKED) and with a plain FIFO ``FOR UPDATE SKIP LOCKED`` claim (caps off) as the
+   baseline. The FIFO claim and the finish run as prepared statements on plain autocommit
+   psycopg connections, the way ``PostgresClaimer`` runs its claim.
 2. Fairness: a quiet tenant's queue wait (created -> claimed) on an idle system, then while a
    noisy tenant has 10,000 jobs queued — with the fair claim and with plain FIFO.
 
@@ -21,7 +23,8 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, insert, text
+import psycopg
+from sqlalchemy import Engine, insert, make_url, text
 
 from facegate.database import create_engine_from_url, migrate
 from facegate.db import utcnow
@@ -40,35 +43,46 @@ NOISY_JOBS = 10_000
 JOB_SECONDS = 0.005  # fairness runs: each job "works" 5 ms
 QUIET_SAMPLES = 25
 
-_FIFO = text("""
-UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, lease_owner = :owner,
-    lease_expires_at = :expires, heartbeat_at = :now, started_at = :now, stage = 'claimed'
+_FIFO = """
+UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, lease_owner = %(owner)s,
+    lease_expires_at = %(expires)s, heartbeat_at = %(now)s, started_at = %(now)s,
+    stage = 'claimed'
 WHERE id = (SELECT id FROM jobs WHERE status = 'queued'
             ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING id, tenant_id, attempts
-""")
-_FINISH = text("""
-UPDATE jobs SET status = 'succeeded', finished_at = :now, lease_owner = NULL,
+"""
+_FINISH = """
+UPDATE jobs SET status = 'succeeded', finished_at = %(now)s, lease_owner = NULL,
     lease_expires_at = NULL
-WHERE id = :id AND lease_owner = :owner AND status = 'running'
-""")
+WHERE id = %(id)s AND lease_owner = %(owner)s AND status = 'running'
+"""
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """A plain autocommit psycopg connection: the no-op job's finish (and the FIFO claim)
+    cost as little client CPU as the fair claim's own lean path, so the figures compare
+    the claim statements and not client-library overhead."""
+    return psycopg.connect(
+        make_url(url).set(drivername="postgresql").render_as_string(hide_password=False),
+        autocommit=True,
+    )
 
 
 class FifoClaimer:
     """The baseline: oldest job first, no fairness, no caps (the usual SKIP LOCKED queue)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+    def __init__(self, url: str) -> None:
+        self.connection = connect(url)
 
     def claim(self, worker_id: str, *, lease_seconds: float) -> Claim | None:
         now = utcnow()
         expires = now + timedelta(seconds=lease_seconds)
-        with self.engine.connect() as conn:
-            row = conn.execute(_FIFO, {"owner": worker_id, "expires": expires, "now": now})
-            found = row.one_or_none()
+        params = {"owner": worker_id, "expires": expires, "now": now}
+        found = self.connection.execute(_FIFO, params, prepare=True).fetchone()
         if found is None:
             return None
-        return Claim(found.id, found.tenant_id, found.attempts, worker_id, expires)
+        job_id, tenant_id, attempts = found
+        return Claim(job_id, tenant_id, attempts, worker_id, expires)
 
 
 def make_schema() -> tuple[str, str]:
@@ -134,8 +148,8 @@ def worker_loop(url: str, kind: str, number: int, job_seconds: float, stop: Any)
     # As in ``facegate worker``: no pre-ping round trip (a dropped connection fails one
     # claim, SQLAlchemy invalidates the pool, the loop goes on).
     engine = create_engine_from_url(url, pool_size=2, pool_pre_ping=False)
-    finisher = engine.execution_options(isolation_level="AUTOCOMMIT")
-    claimer: Any = PostgresClaimer(engine) if kind == "fair" else FifoClaimer(engine)
+    finisher = connect(url)
+    claimer: Any = PostgresClaimer(engine) if kind == "fair" else FifoClaimer(url)
     wake = mp.Event()  # process-local; set by the listener thread
     listener = QueueListener(engine.url, lambda _tenant: wake.set(), wait_seconds=0.2)
     listener.start()
@@ -148,9 +162,10 @@ def worker_loop(url: str, kind: str, number: int, job_seconds: float, stop: Any)
             continue
         if job_seconds:
             time.sleep(job_seconds)
-        with finisher.connect() as conn:
-            conn.execute(_FINISH, {"now": utcnow(), "id": claim.job_id, "owner": owner})
+        params = {"now": utcnow(), "id": claim.job_id, "owner": owner}
+        finisher.execute(_FINISH, params, prepare=True)
     listener.stop()
+    finisher.close()
     engine.dispose()
 
 

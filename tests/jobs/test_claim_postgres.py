@@ -19,8 +19,9 @@ from jobfactories import (
 )
 from jobfactories import sessions_of as sessions_for
 from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import OperationalError
 
-from facegate.database import session_scope
+from facegate.database import create_engine_from_url, session_scope
 from facegate.jobs.claim import Claim
 from facegate.jobs.claim_postgres import TENANT_LOCK_NAMESPACE, PostgresClaimer, ServedTenants
 from facegate.jobs.models import Job
@@ -134,3 +135,38 @@ def test_queued_job_notifies_listeners_at_commit(pg_engine: Engine) -> None:
             create_job(session, "t", status="running")  # not claimable: no notification
         payloads = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
         assert payloads == ["t"]
+
+
+def test_a_dropped_connection_fails_one_claim_and_leaves_the_pool_usable(
+    pg_engine: Engine,
+) -> None:
+    # The claim runs on the pooled psycopg connection itself (autocommit, prepared): when
+    # the server drops it, the claim raises SQLAlchemy's OperationalError like any other
+    # query, the dead connection leaves the pool, and the next claim simply works.
+    with session_scope(sessions_for(pg_engine)) as session:
+        create_tenant(session, "acme", max_concurrent_jobs=5)
+        first, second = create_job(session, "acme").id, create_job(session, "acme").id
+    # As in `facegate worker`: no pre-ping, so the claim meets the dead connection itself.
+    url = pg_engine.url.render_as_string(hide_password=False)
+    worker_engine = create_engine_from_url(url, pool_size=1, max_overflow=0, pool_pre_ping=False)
+    try:
+        claimer = PostgresClaimer(worker_engine)
+        got = claimer.claim("w", lease_seconds=30)
+        assert got is not None
+        assert got.job_id == first
+        with worker_engine.connect() as conn:  # the pool's only connection: the claim's
+            pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        with pg_engine.begin() as admin:
+            admin.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        with pytest.raises(OperationalError):
+            claimer.claim("w", lease_seconds=30)
+        again = claimer.claim("w", lease_seconds=30)
+        assert again is not None
+        assert again.job_id == second
+        # The connection went back in transaction mode: a rolled-back change is gone.
+        with worker_engine.connect() as conn:
+            conn.execute(text("CREATE TEMP TABLE probe (x int)"))
+            conn.rollback()
+            assert conn.execute(text("SELECT to_regclass('pg_temp.probe')")).scalar_one() is None
+    finally:
+        worker_engine.dispose()
