@@ -188,15 +188,20 @@ async def list_jobs(
     return await run_in_session(request, read, read_only=True)
 
 
-@router.get("/jobs/{job_id}")
-async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal) -> JobOut:
+@router.get("/jobs/{job_id}", response_model=JobOut)
+async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal) -> Response:
+    """One job: its status, progress, error or result summary (the polling route)."""
+
     def read(session: Session) -> JobOut:
         job = JobRepository(session).get(principal.tenant_id, job_id)
         if job is None:
             raise NotFound("no such job")
         return JobOut.of(job)
 
-    return await run_in_session(request, read, read_only=True)
+    job = await run_in_session(request, read, read_only=True)
+    # Serialised once, here: returned as a model, FastAPI would validate it a second time
+    # first (~0.5 ms of this hot route's ~5 ms).
+    return Response(job.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @router.delete("/jobs/{job_id}", responses={409: problem_openapi("Already finished")})
