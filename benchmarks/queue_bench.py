@@ -41,7 +41,7 @@ WORKERS = 4
 THROUGHPUT_JOBS = 4000
 NOISY_JOBS = 10_000
 JOB_SECONDS = 0.005  # fairness runs: each job "works" 5 ms
-QUIET_SAMPLES = 25
+QUIET_SAMPLES = 60  # the median of a few-ms wait needs many samples to be stable
 
 _FIFO = """
 UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, lease_owner = %(owner)s,
