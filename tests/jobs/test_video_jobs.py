@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,19 @@ async def wait_for(
         await asyncio.sleep(0.05)
 
 
+@pytest.fixture
+def scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private temporary-files folder, to see what a video run leaves behind in it."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def video_scratch(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("facegate-video-"))
+
+
 def count_rows(state: Any, model: Any) -> int:
     with session_scope(state.session_factory) as session:
         return int(session.execute(select(func.count()).select_from(model)).scalar_one())
@@ -81,7 +95,7 @@ def describe(data: bytes) -> tuple[int, float, bool]:
 
 
 async def test_a_video_job_runs_with_progress_and_keeps_frames_and_audio(
-    make_client: Any, tmp_path: Path
+    make_client: Any, tmp_path: Path, scratch_root: Path
 ) -> None:
     clip = create_clip(tmp_path / "in.mp4", seconds=1.0, width=320, height=240)
     async with make_client(services=[workers_service], workers=1) as h:
@@ -115,6 +129,9 @@ async def test_a_video_job_runs_with_progress_and_keeps_frames_and_audio(
         assert abs(frames - 30) <= 1
         assert has_audio
         assert abs(audio_seconds - 1.0) < 0.1
+        assert result["bytes"] == len(download.content)
+        # The result was streamed to storage from the run's folder, which is gone now.
+        assert video_scratch(scratch_root) == []
 
 
 async def test_over_the_video_length_limit_is_refused_and_nothing_is_stored(
@@ -153,7 +170,7 @@ async def test_the_output_is_scaled_down_to_the_tenants_resolution(
 
 
 async def test_cancelling_a_running_video_job_leaves_no_result(
-    make_client: Any, tmp_path: Path
+    make_client: Any, tmp_path: Path, scratch_root: Path
 ) -> None:
     clip = create_clip(tmp_path / "slow.mp4", seconds=20.0, width=320, height=240)
     async with make_client(services=[workers_service], workers=1) as h:
@@ -178,3 +195,4 @@ async def test_cancelling_a_running_video_job_leaves_no_result(
         with session_scope(h.state.session_factory) as session:
             kinds = session.scalars(select(StoredObject.kind)).all()
         assert sorted(kinds) == ["inputs", "inputs"]  # the source and the target, no output
+        assert video_scratch(scratch_root) == []

@@ -11,7 +11,7 @@ from storagefactories import create_database, create_tenant
 
 from facegate.database import session_scope
 from facegate.db import utcnow
-from facegate.storage.base import InvalidKey, StorageQuotaExceeded
+from facegate.storage.base import CHUNK_SIZE, InvalidKey, StorageQuotaExceeded
 from facegate.storage.local import LocalStore
 from facegate.storage.memory import MemoryStore
 from facegate.storage.models import StoredObject
@@ -103,6 +103,45 @@ def test_quota_counts_bytes_per_tenant(tmp_path: Path) -> None:
         assert store.find(session, "b", "inputs", JOB, "target") is not None
         assert store.get("a", "inputs", JOB, "target") == b"x" * 90
         assert store.get("b", "inputs", JOB, "target") == b"z" * 100
+
+
+def test_a_file_is_streamed_in_and_counts_against_the_quota(tmp_path: Path) -> None:
+    # A video result is stored from its file in chunks, never read into memory whole.
+    sessions = create_database(tmp_path)
+    store = TenantStore(LocalStore(tmp_path / "objects"))
+    payload = bytes(range(256)) * (3 * CHUNK_SIZE // 256 + 7)  # several chunks and a bit
+    result = tmp_path / "result.mp4"
+    result.write_bytes(payload)
+    with session_scope(sessions) as session:
+        create_tenant(session, "a")
+        ref = store.put(
+            session,
+            tenant_id="a",
+            kind="outputs",
+            job_id=JOB,
+            name="result.mp4",
+            data=result,
+            content_type="video/mp4",
+            quota_bytes=len(payload) + 10,
+        )
+        assert ref.size_bytes == len(payload)
+        assert store.usage_bytes(session, "a") == len(payload)
+        assert b"".join(store.iter_chunks("a", "outputs", JOB, "result.mp4")) == payload
+        eleven = tmp_path / "eleven"
+        eleven.write_bytes(b"y" * 11)
+        with pytest.raises(StorageQuotaExceeded) as caught:
+            store.put(
+                session,
+                tenant_id="a",
+                kind="outputs",
+                job_id=JOB,
+                name="preview.jpg",
+                data=eleven,
+                content_type="image/jpeg",
+                quota_bytes=len(payload) + 10,
+            )
+        assert caught.value.requested_bytes == 11
+        assert not store.store.exists(build_key("a", "outputs", JOB, "preview.jpg"))
 
 
 def test_purge_expired_follows_each_tenants_retention(tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ with any JobRunner, and this bridge with the real engine.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
@@ -47,9 +49,13 @@ ResultFormat = OutputFormat | Literal["mp4", "webm"]
 
 @dataclass(frozen=True)
 class JobOutput:
-    """The encoded result of a job and what is recorded about it."""
+    """The encoded result of a job and what is recorded about it.
 
-    data: bytes
+    ``data`` is the result's bytes (an image), or the file a run wrote it to (a video: it is
+    streamed to storage, never held in memory whole) inside ``scratch``, a private folder
+    the worker deletes with :meth:`discard` once the result is stored or given up."""
+
+    data: bytes | Path
     format: ResultFormat
     width: int
     height: int
@@ -60,6 +66,17 @@ class JobOutput:
     input_bytes: int = 0
     # Model name -> tag the run used (the tenant's pins / A/B variant), stored on the job.
     models_used: dict[str, str] = field(default_factory=dict)
+    scratch: Path | None = None
+
+    @property
+    def size(self) -> int:
+        """The result's size in bytes."""
+        return len(self.data) if isinstance(self.data, bytes) else self.data.stat().st_size
+
+    def discard(self) -> None:
+        """Delete the scratch folder of a file result (nothing for bytes)."""
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     @property
     def content_type(self) -> str:

@@ -1,11 +1,14 @@
 """Runs one claimed video job: the target streamed from storage to a private temporary file
-(PyAV reads files), ``Pipeline.run_video`` with progress and cancellation, the result read
-back for storing. Nothing reaches storage unless the run completes: the engine writes the
-output under a hidden name and renames it only when finished, in a folder deleted after.
+(PyAV reads files), ``Pipeline.run_video`` with progress and cancellation, and the result
+handed to the worker as that folder's file (streamed to storage, never read into memory
+whole). Nothing reaches storage unless the run completes: the engine writes the output
+under a hidden name and renames it only when finished. The folder is deleted when the run
+fails, else by the worker once the result is stored (``JobOutput.discard``).
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import threading
 import time
@@ -73,8 +76,9 @@ def run_video_job(
     image_limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
     sources: list[LoadedImage] = []
     input_bytes = 0
-    with tempfile.TemporaryDirectory(prefix="facegate-video-") as folder:
-        target = Path(folder) / "target"
+    folder = Path(tempfile.mkdtemp(prefix="facegate-video-"))
+    try:
+        target = folder / "target"
         for name in job.inputs:
             if name.startswith("source-"):
                 data = store.get(job.tenant_id, "inputs", job.id, name)
@@ -83,7 +87,7 @@ def run_video_job(
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
         fmt = output_format(info)
-        dst = Path(folder) / f"result.{fmt}"
+        dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
         result = Pipeline(spec).run_video(
             [s.frame for s in sources],
@@ -95,10 +99,14 @@ def run_video_job(
             on_progress=progress_reporter(on_progress),
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
         )
-        data = dst.read_bytes()
+        target.unlink()  # the input copy is not needed any more; the result stays
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     source_pixels = sum(s.width * s.height for s in sources)
     return JobOutput(
-        data=data,
+        data=dst,
+        scratch=folder,
         format=fmt,
         width=result.width,
         height=result.height,

@@ -277,7 +277,10 @@ class WorkerPool:
                 error_detail=f"unexpected {type(exc).__name__} while processing the job",
             )
         else:
-            self._store_result(flight, bound, job, policy, output)
+            try:
+                self._store_result(flight, bound, job, policy, output)
+            finally:
+                output.discard()  # a video result's scratch folder, stored or not
         bound.info("job.done", seconds=round(time.perf_counter() - started, 3))
 
     def _progress_fn(self, flight: _InFlight) -> ProgressFn:
@@ -332,7 +335,7 @@ class WorkerPool:
                     output_content_type=output.content_type,
                     result_width=output.width,
                     result_height=output.height,
-                    result_bytes=len(output.data),
+                    result_bytes=output.size,
                     result_pixels=output.width * output.height * output.frames,
                     result_frames=output.frames,
                     compute_seconds=output.compute_seconds,
@@ -370,7 +373,7 @@ class WorkerPool:
             "job.succeeded",
             width=output.width,
             height=output.height,
-            bytes=len(output.data),
+            bytes=output.size,
             compute_seconds=round(output.compute_seconds, 3),
         )
 
@@ -386,7 +389,7 @@ class WorkerPool:
             input_pixels=output.input_pixels,
             output_pixels=output.width * output.height * output.frames,
             input_bytes=output.input_bytes,
-            output_bytes=len(output.data),
+            output_bytes=output.size,
         )
 
     def _finish(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
 # Segments of letters, digits, dot, dash and underscore, separated by single slashes; no
@@ -43,6 +44,13 @@ class StorageQuotaExceeded(StorageError):
         self.quota_bytes = quota_bytes
         self.used_bytes = used_bytes
         self.requested_bytes = requested_bytes
+
+
+def file_chunks(path: Path, chunk_size: int = CHUNK_SIZE) -> Iterator[bytes]:
+    """A local file's bytes in chunks (to ``put_stream`` a result without loading it)."""
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_size):
+            yield chunk
 
 
 def check_key(key: str) -> str:

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Literal, get_args
 
 from sqlalchemy import delete, func, select
@@ -26,6 +27,7 @@ from facegate.storage.base import (
     PresigningStore,
     StorageQuotaExceeded,
     check_key,
+    file_chunks,
 )
 from facegate.storage.models import StoredObject
 
@@ -106,12 +108,15 @@ class TenantStore:
         kind: Kind,
         job_id: uuid.UUID,
         name: str,
-        data: bytes,
+        data: bytes | Path,
         content_type: str,
         quota_bytes: int | None = None,
         new: bool = False,
     ) -> ObjectRef:
         """Write one artifact and record it; idempotent per key (a rewrite replaces it).
+
+        ``data`` is the bytes, or a local file streamed in chunks (a video result is never
+        held in memory whole).
 
         ``new=True``: the caller knows the key is unused (a job id it has just made), so
         the ledger is not searched for an entry to replace (were it there after all, the
@@ -119,8 +124,12 @@ class TenantStore:
         key = build_key(tenant_id, kind, job_id, name)
         existing = None if new else session.get(StoredObject, key)
         replaced = existing.size_bytes if existing is not None else 0
-        self.check_quota(session, tenant_id, len(data) - replaced, quota_bytes)
-        size = self.store.put(key, data)
+        incoming = len(data) if isinstance(data, bytes) else data.stat().st_size
+        self.check_quota(session, tenant_id, incoming - replaced, quota_bytes)
+        if isinstance(data, bytes):
+            size = self.store.put(key, data)
+        else:
+            size = self.store.put_stream(key, file_chunks(data))
         if existing is None:
             session.add(
                 StoredObject(
