@@ -10,7 +10,8 @@ from playwright.sync_api import expect
 ROOT = Path(__file__).resolve().parents[2]
 FACES = ROOT.parent / "shared" / "data" / "faces"
 SCREENSHOTS = ROOT / "test-output" / "console"
-# Public-domain photos (SOURCES.md), so the screenshots may be shown in docs/.
+# Test photos only (SOURCES.md: the Grace Hopper portrait's licence is not verified): the
+# copies of these screenshots in docs/ have the result preview pixelated.
 SOURCE_PHOTO = FACES / "woman_astronaut_frontal.jpg"
 TARGET_PHOTO = FACES / "elderly_woman_glasses_frontal.jpg"
 
