@@ -38,7 +38,7 @@ BASE_URL = os.environ.get(
     "FACEGATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 WORKERS = 4
-THROUGHPUT_JOBS = 4000
+THROUGHPUT_JOBS = 8000  # ~8 s per run: worker start-up skew stays a small share
 NOISY_JOBS = 10_000
 JOB_SECONDS = 0.005  # fairness runs: each job "works" 5 ms
 QUIET_SAMPLES = 60  # the median of a few-ms wait needs many samples to be stable
@@ -186,6 +186,14 @@ def stop_workers(procs: list[Any], stop: Any) -> None:
         proc.join(30)
 
 
+def settle(engine: Engine) -> None:
+    """VACUUM ANALYZE the freshly (re)filled jobs table, as a running installation's would
+    be: otherwise the previous run's dead rows, and autovacuum/autoanalyze kicking in
+    mid-run (with the plans changing under it), make one run differ from the next."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE jobs"))
+
+
 def queued(engine: Engine) -> int:
     with engine.connect() as conn:
         return int(
@@ -198,6 +206,7 @@ def throughput(engine: Engine, url: str, kind: str) -> float:
     reset(engine, tenants)
     for tenant in tenants:
         add_jobs(engine, tenant, THROUGHPUT_JOBS // len(tenants))
+    settle(engine)
     procs, stop = start_workers(url, kind, 0.0)
     time.sleep(0.2)
     # measured from the first claim to the last finish, from the jobs' own timestamps
@@ -252,6 +261,7 @@ def fairness(engine: Engine, url: str, kind: str, noisy: int, samples: int) -> f
     reset(engine, {"noisy": WORKERS - 1, "quiet": 2})
     if noisy:
         add_jobs(engine, "noisy", noisy)
+    settle(engine)
     procs, stop = start_workers(url, kind, JOB_SECONDS)
     time.sleep(1.0)  # workers up and busy with the noisy queue
     waits = quiet_waits(engine, samples)
