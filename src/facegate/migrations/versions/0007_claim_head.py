@@ -13,6 +13,8 @@ Create Date: 2026-11-29
 
 from __future__ import annotations
 
+import importlib
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -89,77 +91,11 @@ END;
 $$ LANGUAGE plpgsql VOLATILE
 """
 
-# 0004_cluster's function, restored by the downgrade.
-PREVIOUS_CLAIM_FUNCTION = """
-CREATE OR REPLACE FUNCTION facegate_claim(
-    p_owner text, p_expires timestamptz, p_now timestamptz, p_uses_device boolean,
-    p_served text[], p_logical_only boolean, p_namespace integer
-) RETURNS TABLE (job_id uuid, job_tenant text, job_attempts integer) AS $$
-DECLARE
-    cand record;
-BEGIN
-    -- A claim lost in a database crash leaves its job queued; the worker's finish then
-    -- fails its lease guard and the job runs again: the same at-least-once as an expired
-    -- lease. So the claim need not wait for its WAL flush (the finish does).
-    PERFORM set_config('synchronous_commit', 'off', true);
-    FOR cand IN
-        SELECT c.id FROM (
-            SELECT t.id, m.priority, h.created_at,
-                (SELECT count(*) FROM jobs r
-                  WHERE r.tenant_id = t.id AND r.status = 'running') AS running,
-                (SELECT count(*) FROM jobs r WHERE r.tenant_id = t.id
-                  AND r.status = 'running' AND r.holds_device) AS devices,
-                p.max_concurrent_jobs, p.device_limit
-            FROM tenants t
-            JOIN policies p ON p.tenant_id = t.id
-            CROSS JOIN LATERAL (
-                SELECT max(j.priority) AS priority FROM jobs j
-                WHERE j.tenant_id = t.id AND j.status = 'queued') m
-            CROSS JOIN LATERAL (
-                SELECT j.created_at FROM jobs j
-                WHERE j.tenant_id = t.id AND j.status = 'queued' AND j.priority = m.priority
-                ORDER BY j.created_at, j.id LIMIT 1) h
-            WHERE t.status = 'active'
-              AND (p_served IS NULL OR t.id = ANY (p_served))
-              AND (NOT p_logical_only OR t.isolation = 'logical')
-        ) c
-        WHERE c.running < c.max_concurrent_jobs
-          AND (NOT p_uses_device OR c.devices < c.device_limit)
-        ORDER BY c.running, c.priority DESC, c.created_at, c.id
-        LIMIT 8
-    LOOP
-        -- Busy: another worker is admitting this tenant's job; try the next tenant.
-        CONTINUE WHEN NOT pg_try_advisory_xact_lock(p_namespace, hashtext(cand.id));
-        RETURN QUERY
-        WITH running AS (
-            SELECT count(*) AS n, count(*) FILTER (WHERE r.holds_device) AS devices
-            FROM jobs r WHERE r.tenant_id = cand.id AND r.status = 'running'
-        ), caps AS (
-            SELECT p.max_concurrent_jobs, p.device_limit FROM policies p
-            WHERE p.tenant_id = cand.id
-        ), pick AS (
-            SELECT j.id FROM jobs j, running, caps
-            WHERE j.tenant_id = cand.id AND j.status = 'queued'
-              AND j.priority = (SELECT max(q.priority) FROM jobs q
-                                WHERE q.tenant_id = cand.id AND q.status = 'queued')
-              AND running.n < caps.max_concurrent_jobs
-              AND (NOT p_uses_device OR running.devices < caps.device_limit)
-            ORDER BY j.created_at, j.id
-            LIMIT 1
-            FOR UPDATE OF j SKIP LOCKED
-        )
-        UPDATE jobs AS u SET status = 'running', attempts = u.attempts + 1,
-            lease_owner = p_owner, lease_expires_at = p_expires, heartbeat_at = p_now,
-            started_at = p_now, progress = 0, stage = 'claimed', holds_device = p_uses_device
-        FROM pick WHERE u.id = pick.id
-        RETURNING u.id, u.tenant_id::text, u.attempts;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-    END LOOP;
-END;
-$$ LANGUAGE plpgsql VOLATILE
-"""
+
+def _previous_claim_function() -> str:
+    """0004_cluster's function, which the downgrade restores (the one place it is kept)."""
+    previous = importlib.import_module("facegate.migrations.versions.0004_cluster")
+    return str(previous.CLAIM_FUNCTION)
 
 
 def _queued_head(*columns: str | sa.TextClause) -> None:
@@ -182,4 +118,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     _queued_head("tenant_id", "priority", "created_at", "id")
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(PREVIOUS_CLAIM_FUNCTION)
+        op.execute(_previous_claim_function())
