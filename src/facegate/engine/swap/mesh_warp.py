@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -51,6 +51,11 @@ class MeshWarpSource:
     quality: FloatArray  # (852,) how well the source shows each triangle
     grayscale: bool
     size: float  # forehead-top → chin distance, pixels
+    # Downscaled copies for smaller targets, by quantised scale (see ``_scaled_source``):
+    # a video's face keeps its size from frame to frame, so each is made once, not per frame.
+    scaled: dict[int, tuple[Frame, FloatArray, FloatArray]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 def face_height(points: FloatArray) -> float:
@@ -183,13 +188,29 @@ def _working_scale(
     return small, (points * factors).astype(np.float32)
 
 
+#: Downscales of the source are made in steps of 1/SCALE_STEPS (rounded down: a little more
+#: downscaling never aliases) and kept on the source state, at most MAX_SCALED of them.
+SCALE_STEPS = 64
+MAX_SCALED = 16
+
+
 def _scaled_source(
     state: MeshWarpSource, target_size: float
 ) -> tuple[Frame, FloatArray, FloatArray]:
     ratio = state.size / max(target_size, 1.0)
     if ratio <= MAX_SOURCE_RATIO:
         return state.image, state.detail, state.points
-    scale = MAX_SOURCE_RATIO / ratio
+    step = max(1, int(MAX_SOURCE_RATIO / ratio * SCALE_STEPS))
+    found = state.scaled.get(step)
+    if found is None:
+        found = _downscale(state, step / SCALE_STEPS)
+        if len(state.scaled) >= MAX_SCALED:
+            state.scaled.clear()
+        state.scaled[step] = found  # threads may race to make the same copy: harmless
+    return found
+
+
+def _downscale(state: MeshWarpSource, scale: float) -> tuple[Frame, FloatArray, FloatArray]:
     h, w = state.image.shape[:2]
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     image = np.asarray(cv2.resize(state.image, size, interpolation=cv2.INTER_AREA), np.uint8)
