@@ -12,7 +12,7 @@ Tiles cost four more detector runs (~5 ms each): with ``tile_policy="auto"`` (de
 are skipped when every face the whole-frame pass found is large (a close-up, one speaker).
 The tiles' detector runs, and the meshes of the faces found, are independent: they run side
 by side on ``AnalyserOptions.threads`` threads (mediapipe releases the GIL while a graph
-runs), which takes a group photo's analysis from ~105 to ~75 ms on the 2-core machine.
+runs), which takes a group photo's analysis from ~120 to ~75 ms on the 2-core machine.
 
 Measured on the 19 photos of shared/data/faces, each upscaled to 1080 px long side
 (tests/engine/test_faces.py): every face of the frontal and group photos found (2, 3, 4, 6, 7,
@@ -144,7 +144,8 @@ class FaceAnalyser:
     """Finds faces and their 478-point mesh. Thread-safe: each thread gets its own graphs.
 
     One analyser may serve every job of a process; it holds no per-job state. Call ``close()``
-    once no thread uses it any more.
+    once no thread uses it any more. Its graphs and threads belong to the process that made
+    them: a forked child makes its own analyser.
     """
 
     def __init__(self, options: AnalyserOptions | None = None) -> None:
