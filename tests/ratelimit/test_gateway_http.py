@@ -12,6 +12,9 @@ import pytest
 from ratelimitfactories import backend_url, closed_port, unique_prefix
 from tests.conftest import Harness, MakeClient
 
+from facegate.api.deps import PrincipalDep
+from facegate.jobs.endpoints import ReadPrincipal
+
 BACKENDS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
 GatewayClient = Callable[..., AbstractAsyncContextManager[Harness]]
 
@@ -68,6 +71,26 @@ async def test_tenant_limit_headers_and_429(gateway_client: GatewayClient, backe
         # another tenant, same IP: its own budget
         other = await h.client.get("/v1/me", headers=from_ip("198.51.100.1", h.headers("fast")))
         assert other.status_code == 200
+
+
+async def test_a_request_counts_once_however_many_dependencies_ask_for_the_caller(
+    gateway_client: GatewayClient,
+) -> None:
+    # A scoped dependency resolves the principal itself; a route that also takes
+    # PrincipalDep must not count the request twice against the tenant's limit.
+    async with gateway_client("memory") as h:
+
+        async def both(principal: PrincipalDep, scoped: ReadPrincipal) -> dict[str, str]:
+            assert principal is scoped
+            return {"tenant": principal.tenant_id}
+
+        h.app.add_api_route("/v1/test-both", both, methods=["GET"])
+        h.create_tenant("slow", requests_per_minute=3)
+        slow = from_ip("198.51.100.9", h.headers("slow"))
+        for remaining in (2, 1, 0):
+            response = await h.client.get("/v1/test-both", headers=slow)
+            assert response.status_code == 200, response.text
+            assert response.headers["RateLimit"].startswith(f'"tenant";r={remaining};t=')
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

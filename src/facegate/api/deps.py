@@ -113,6 +113,9 @@ async def get_principal(
 
     Authentication uses its own short transaction (its ``last_used_at`` write is committed
     at once, not held by the request's transaction)."""
+    resolved: Principal | None = getattr(request.state, "principal", None)
+    if resolved is not None:  # once per request, however many dependencies ask for it
+        return resolved
     authorization = f"Bearer {bearer.credentials}" if bearer else None
     principal = cached_principal(authorization, api_key)
     gateway: Gateway | None = getattr(request.state, "gateway", None)
