@@ -148,7 +148,7 @@ def main() -> None:
             if source == target:
                 row.append(np.zeros((TILE, TILE, 3), np.uint8))
                 continue
-            out = backend.swap_face(frame, state, face, options)
+            out = backend.swap_face(frame.copy(), state, face, options)  # it pastes in place
             row.append(tile(out, face))
             found = analyser.analyse(out)
             detected.append(bool(found))
@@ -222,7 +222,7 @@ def time_1080p(
         stages: dict[str, list[float]] = {}
         for _ in range(15):
             timings: dict[str, float] = {}
-            backend.swap_face(canvas, state, target, opts, timings=timings)
+            backend.swap_face(canvas.copy(), state, target, opts, timings=timings)
             for key, value in timings.items():
                 stages.setdefault(key, []).append(value * 1000)
         per = {k: statistics.median(v) for k, v in stages.items()}
