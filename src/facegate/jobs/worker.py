@@ -311,6 +311,9 @@ class WorkerPool:
         output: JobOutput,
     ) -> None:
         claim = flight.claim
+        # Measured once (a video result's size is a stat of its file): the job row, the usage
+        # record and the log line all report the same figures.
+        consumption = self._consumption(output)
         try:
             with session_scope(self.sessions) as session:
                 # Same key on every attempt: a re-run overwrites, never duplicates.
@@ -335,15 +338,14 @@ class WorkerPool:
                     output_content_type=output.content_type,
                     result_width=output.width,
                     result_height=output.height,
-                    result_bytes=output.size,
-                    result_pixels=output.width * output.height * output.frames,
+                    result_bytes=consumption.output_bytes,
+                    result_pixels=consumption.output_pixels,
                     result_frames=output.frames,
                     compute_seconds=output.compute_seconds,
                     models_used=dict(output.models_used) or None,
                 )
                 if not done:
                     raise _LeaseLost
-                consumption = self._consumption(output)
                 record_job_usage(session, job, "succeeded", consumption)
         except _LeaseLost:
             bound.warning("job.lease_lost_before_finish")
@@ -373,7 +375,7 @@ class WorkerPool:
             "job.succeeded",
             width=output.width,
             height=output.height,
-            bytes=output.size,
+            bytes=consumption.output_bytes,
             compute_seconds=round(output.compute_seconds, 3),
         )
 
