@@ -39,14 +39,28 @@ def fresh_database(
     base = postgres_url()
     if base is None:
         pytest.skip(postgres_hint(what))
-    schema = f"{name}_{uuid.uuid4().hex[:12]}"
+    schema, url = create_schema(base, name)
+    return create_engine_from_url(url), url, schema
+
+
+def create_schema(base: str, prefix: str) -> tuple[str, str]:
+    """A fresh schema on the server at ``base``, migrated; (schema, url whose search_path
+    is it)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = create_engine_from_url(base)
     with admin.begin() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
     admin.dispose()
     url = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
     migrate(url)
-    return create_engine_from_url(url), url, schema
+    return schema, url
+
+
+def drop_schema(base: str, schema: str) -> None:
+    admin = create_engine_from_url(base)
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
 
 
 def drop_database(engine: Engine, schema: str | None) -> None:
@@ -54,7 +68,4 @@ def drop_database(engine: Engine, schema: str | None) -> None:
     engine.dispose()
     base = postgres_url()
     if schema and base:
-        admin = create_engine_from_url(base)
-        with admin.begin() as conn:
-            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
+        drop_schema(base, schema)

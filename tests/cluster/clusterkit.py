@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
+from tests.dbkit import postgres_hint, postgres_url
 
 from facegate.database import (
-    create_engine_from_url,
     create_session_factory,
-    migrate,
     session_scope,
 )
 from facegate.db import utcnow
@@ -32,38 +32,13 @@ from facegate.tenancy.models import Policy, Tenant
 
 HERE = Path(__file__).resolve().parent
 FACEGATE = str(Path(sys.executable).with_name("facegate"))
-POSTGRES_HINT = (
-    "set FACEGATE_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/test (or CI=true) "
-    "to run the cluster tests against PostgreSQL"
-)
 
 
 def postgres_base_url() -> str:
-    url = os.environ.get("FACEGATE_TEST_POSTGRES_URL")
-    if url is None and os.environ.get("CI") == "true":
-        url = "postgresql://postgres@127.0.0.1:5432/test"
+    url = postgres_url()
     if url is None:
-        pytest.skip(POSTGRES_HINT)
+        pytest.skip(postgres_hint("cluster"))
     return url
-
-
-def create_schema(base: str) -> tuple[str, str]:
-    """A fresh schema, migrated; returns (schema, url whose search_path is it)."""
-    schema = f"c_{uuid.uuid4().hex[:12]}"
-    admin = create_engine_from_url(base)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    admin.dispose()
-    url = base + ("&" if "?" in base else "?") + f"options=-csearch_path%3D{schema}"
-    migrate(url)
-    return schema, url
-
-
-def drop_schema(base: str, schema: str) -> None:
-    admin = create_engine_from_url(base)
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
 
 
 def add_tenants(engine: Engine, caps: dict[str, int]) -> None:
@@ -174,24 +149,35 @@ class Cluster:
         return rows
 
 
-class CapSampler:
-    """Samples running jobs per tenant from the database every ``every`` seconds."""
+class BackgroundLoop:
+    """A daemon thread running ``_run`` for the length of a ``with`` block; ``_run`` loops
+    until ``_stop`` is set."""
 
-    def __init__(self, engine: Engine, every: float = 0.01) -> None:
-        self.engine = engine
-        self.every = every
-        self.peaks: dict[str, int] = defaultdict(int)
-        self.samples = 0
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> CapSampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class CapSampler(BackgroundLoop):
+    """Samples running jobs per tenant from the database every ``every`` seconds."""
+
+    def __init__(self, engine: Engine, every: float = 0.01) -> None:
+        super().__init__()
+        self.engine = engine
+        self.every = every
+        self.peaks: dict[str, int] = defaultdict(int)
+        self.samples = 0
 
     def _run(self) -> None:
         query = text(

@@ -4,8 +4,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clusterkit import Cluster, create_schema, drop_schema, postgres_base_url
+from clusterkit import Cluster, postgres_base_url
 from sqlalchemy import Engine
+from tests.dbkit import create_schema, drop_schema
 
 from facegate.database import create_engine_from_url
 
@@ -14,7 +15,7 @@ from facegate.database import create_engine_from_url
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A private schema on the test PostgreSQL and the processes a test starts on it."""
     base = postgres_base_url()
-    schema, url = create_schema(base)
+    schema, url = create_schema(base, "c")
     running = Cluster(url=url, tmp_path=tmp_path)
     try:
         yield running

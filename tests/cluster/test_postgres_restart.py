@@ -9,13 +9,20 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import threading
 from collections import Counter
 from pathlib import Path
 
 import httpx
 import pytest
-from clusterkit import Cluster, add_jobs, add_tenants, session_scope_of, statuses, wait_for
+from clusterkit import (
+    BackgroundLoop,
+    Cluster,
+    add_jobs,
+    add_tenants,
+    session_scope_of,
+    statuses,
+    wait_for,
+)
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -52,23 +59,14 @@ def statuses_or_none(engine: Engine) -> dict[str, int] | None:
         return None
 
 
-class Poller:
+class Poller(BackgroundLoop):
     """GET /v1/jobs (it reads the database) every 50 ms; records status and content type."""
 
     def __init__(self, base: str, token: str) -> None:
+        super().__init__()
         self.base = base
         self.headers = {"Authorization": f"Bearer {token}"}
         self.answers: list[tuple[int, str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Poller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
     def _run(self) -> None:
         with httpx.Client(base_url=self.base, timeout=10) as client:
