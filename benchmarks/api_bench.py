@@ -34,13 +34,12 @@ import httpx
 from fastapi import FastAPI
 from PIL import Image
 
-from benchkit import bench_settings
+from benchkit import FACES, bench_settings
 from facegate.api.app import create_app
 from facegate.database import session_scope
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
-FACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
 TARGET_RATIO = 0.5
 TARGET_SUBMIT_P50_MS = 10.0
 CHUNK = 20

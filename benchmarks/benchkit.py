@@ -1,4 +1,5 @@
-"""Shared set-up of the in-process service benchmarks (api, gateway, observability)."""
+"""Shared set-up of the benchmarks: where the test photos are, and the in-process service
+(api, gateway, observability)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from facegate.settings import Settings
+
+#: The face photos of ../shared/data/faces (see their SOURCES.md), beside this checkout.
+FACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "faces"
 
 
 def bench_settings(tmp: Path, **overrides: Any) -> Settings:

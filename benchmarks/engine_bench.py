@@ -14,17 +14,16 @@ import argparse
 import os
 import statistics
 import time
-from pathlib import Path
 
 import cv2
 import numpy as np
 
+from benchkit import FACES
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser
 from facegate.engine.image import ImageLimits, load_image_file
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 
-FACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "faces"
 PROTOTYPE_SWAP_MS = 15.0  # per face, ENGINE-NOTES (10-22 ms)
 TARGET_MS = {"one face": 35.0, "six faces": 120.0}
 

@@ -22,10 +22,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from benchkit import FACES
 from facegate.engine import faces as F
 from facegate.engine.types import Frame
-
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "faces"
 
 
 def frame_1080p(path: Path) -> Frame:
@@ -102,7 +101,7 @@ def bench(name: str, frame: Frame, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--faces-dir", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--faces-dir", type=Path, default=FACES)
     args = parser.parse_args()
     print(f"load average (1, 5, 15 min): {os.getloadavg()}, cpus: {os.cpu_count()}")
     bench("1 face ", frame_1080p(args.faces_dir / "woman_a_selfie_frontal_01.jpg"), args.repeat)

@@ -22,9 +22,9 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-FACES = Path("/work/shared/data/faces")
+from benchkit import FACES
+
 WARM_UP = ["open_nsfw", "realesr_animevideov3_x2"]
 FACE_PHOTO = FACES / "man_frontal_glasses.jpg"
 # The tile sizes before this benchmark's tuning (compared with FRAME_ENHANCERS' current ones).

@@ -19,6 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from benchkit import FACES
 from facegate.engine import mesh
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.swap.masks import face_mask, keep_mask, polygon_mask, trimmed_oval
@@ -122,7 +123,7 @@ def tile(frame: Frame, face: Face) -> Frame:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--faces", type=Path, default=Path("/work/shared/data/faces"))
+    parser.add_argument("--faces", type=Path, default=FACES)
     parser.add_argument("--out", type=Path, default=Path("out/quality_sheet.png"))
     parser.add_argument("--mask", default="feather", choices=["feather", "poisson"])
     args = parser.parse_args()

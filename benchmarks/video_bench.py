@@ -21,6 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from benchkit import FACES
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
@@ -28,8 +29,6 @@ from facegate.engine.video import VideoOptions, process_video
 from facegate.engine.video.swap import VideoSwap
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 
-FACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "faces"
-FACES = FACES if FACES.exists() else Path("/work/shared/data/faces")
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 SOURCE = FACES / "man_frontal_glasses.jpg"
 SIZES = {720: (1280, 720), 1080: (1920, 1080)}

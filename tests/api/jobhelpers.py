@@ -14,13 +14,13 @@ from typing import Any
 import httpx
 from PIL import Image
 from sqlalchemy import func, select
+from tests.testdata import FACES
 
 from facegate.api.state import AppState
 from facegate.database import session_scope
 from facegate.jobs.models import Job
 from facegate.storage.models import StoredObject
 
-FACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "faces"
 DEBUG_TENANT_POLICY: dict[str, Any] = {
     "allowed_processors": ["face_swapper", "face_debugger"],
     "max_concurrent_jobs": 2,

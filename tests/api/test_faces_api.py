@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
+from tests.testdata import FACES
 
 from facegate.api.console import CONTENT_SECURITY_POLICY
 
-FACES_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "faces"
-
 
 def _jpeg(name: str, width: int = 320) -> bytes:
-    image = Image.open(FACES_DIR / name).convert("RGB")
+    image = Image.open(FACES / name).convert("RGB")
     out = io.BytesIO()
     image.resize((width, round(image.height * width / image.width))).save(out, "JPEG")
     return out.getvalue()

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.testdata import FACES
 
 from facegate.cli import main
 from facegate.engine.image import ImageLimits, load_image_file
 
-FACES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "faces"
 SOURCE = FACES / "woman_a_selfie_frontal_01.jpg"
 TARGET = FACES / "man_frontal_glasses.jpg"
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 import pytest
+from tests.testdata import FACES
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
@@ -17,7 +17,6 @@ from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOpti
 from facegate.engine.swap.color import is_grayscale
 from facegate.engine.types import Face, Frame
 
-FACES = Path("/work/shared/data/faces")
 SINGLE = [
     "woman_a_selfie_frontal_01.jpg",
     "woman_a_frontal_blue_wall_02.jpg",

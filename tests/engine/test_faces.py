@@ -5,20 +5,16 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from tests.testdata import FACES
 
 from facegate.engine import mesh
 from facegate.engine.descriptor import face_frame
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser, face_distance
 from facegate.engine.types import Face, Frame
-
-FACES_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "faces"
-if not FACES_DIR.is_dir():  # the checkout may sit elsewhere than /work/main
-    FACES_DIR = Path("/work/shared/data/faces")
 
 EXPECTED = {
     "group_2_women_laughing_angled.jpg": 2,
@@ -53,7 +49,7 @@ PERSON_A = [name for name in EXPECTED if name.startswith("woman_a_")]
 
 
 def load_1080(name: str) -> Frame:
-    image = cv2.imread(str(FACES_DIR / name), cv2.IMREAD_COLOR)
+    image = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
     assert image is not None, name
     height, width = image.shape[:2]
     scale = 1080 / max(height, width)

@@ -37,7 +37,6 @@ from facegate.engine.image import (
     probe_image,
 )
 
-FACES = Path("/work/shared/data/faces")
 LIMITS = ImageLimits()
 
 

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import io
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 from badmedia import build_png, damaged_png_data, encode_sample, exif_jpeg, sample_rgb
 from PIL import Image
+from tests.testdata import FACES
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.image import (
@@ -18,7 +18,6 @@ from facegate.engine.image import (
     probe_image,
 )
 
-FACES = Path("/work/shared/data/faces")
 LIMITS = ImageLimits()
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix.lower() in {".jpg", ".jpeg", ".png"})
 

@@ -5,11 +5,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from tests.testdata import FACES
 
 from facegate.engine.errors import ContentPolicyViolation, InvalidOptions
 from facegate.engine.moderation import ModerationPolicy, Moderator, sample_indices
 
-FACES = Path("/work/shared/data/faces")
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from PIL import Image
+from tests.testdata import FACES
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
@@ -25,13 +26,7 @@ from facegate.tenancy.service import TenancyService
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 FACEGATE = Path(sys.executable).with_name("facegate")
-FACE = (
-    Path(__file__).resolve().parents[3]
-    / "shared"
-    / "data"
-    / "faces"
-    / "group_4_sitting_on_grass.jpg"
-)
+FACE = FACES / "group_4_sitting_on_grass.jpg"
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ import av
 import httpx
 import pytest
 from sqlalchemy import func, select
+from tests.testdata import FACES
 
 from facegate.database import session_scope
 from facegate.engine.video.synth import ClipSpec, make_face_clip
@@ -24,7 +25,6 @@ from facegate.storage.models import StoredObject
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-FACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "faces"
 TARGET_FACE = FACES / "woman_a_frontal_blue_wall_02.jpg"
 SOURCE_FACE = FACES / "man_frontal_glasses.jpg"
 TERMINAL = {"succeeded", "failed", "cancelled"}

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import expect
+from tests.testdata import FACES
 
 ROOT = Path(__file__).resolve().parents[2]
-FACES = ROOT.parent / "shared" / "data" / "faces"
 SCREENSHOTS = ROOT / "test-output" / "console"
 # Test photos only (SOURCES.md: the Grace Hopper portrait's licence is not verified): the
 # copies of these screenshots in docs/ have the result preview pixelated.

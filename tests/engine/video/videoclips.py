@@ -6,10 +6,10 @@ from pathlib import Path
 
 import av
 import numpy as np
+from tests.testdata import FACES
 
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 
-FACES = Path("/work/shared/data/faces")
 FACE = FACES / "woman_a_frontal_blue_wall_02.jpg"
 SOURCE = FACES / "man_frontal_glasses.jpg"
 NO_FACE = FACES / "no_face_landscape_mountains.jpg"
