@@ -99,4 +99,14 @@ async def test_openapi_declares_problem_json_and_every_route_needs_auth(make_cli
                 assert response.status_code == 401, (method, path)
     responses = spec["paths"]["/v1/admin/tenants"]["get"]["responses"]
     assert "application/problem+json" in responses["401"]["content"]
-    assert spec["components"]["securitySchemes"]
+    # Either credential authenticates, and the schema says so on every protected operation.
+    assert spec["components"]["securitySchemes"]["APIKeyHeader"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-API-Key",
+    }
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    for path in ("/v1/jobs/{job_id}", "/v1/admin/tenants", "/v1/me"):
+        security = spec["paths"][path]["get"]["security"]
+        assert security == [{"HTTPBearer": []}, {"APIKeyHeader": []}], path
+    assert "security" not in spec["paths"]["/healthz"]["get"]

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
+from facegate.api.deps import document_credentials
 from facegate.api.handlers import install_error_handlers
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.state import AppState
@@ -26,10 +27,10 @@ from facegate.tenancy.jwt import JwtVerifier
 
 # APIRouter objects included in the app, in order.
 ROUTERS: tuple[str, ...] = (
+    "facegate.jobs.endpoints:router",
     "facegate.api.health:router",
     "facegate.tenancy.endpoints:router",
     "facegate.ratelimit.endpoints:router",
-    "facegate.jobs.endpoints:router",
     "facegate.usage.endpoints:router",
     "facegate.observability.audit.endpoints:router",
     "facegate.observability.endpoints:router",
@@ -99,4 +100,5 @@ def create_app(
         app.include_router(router)
     # The console's scripts and styles (a Mount, so not in ROUTERS); its page is at "/".
     load("facegate.api.console:mount_console_assets")(app)
+    document_credentials(app)
     return app
