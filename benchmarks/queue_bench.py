@@ -214,7 +214,15 @@ def throughput(engine: Engine, url: str, kind: str) -> float:
         time.sleep(0.1)
     stop_workers(procs, stop)
     with engine.connect() as conn:
-        first, last = conn.execute(text("SELECT min(started_at), max(finished_at) FROM jobs")).one()
+        first, last, done, once = conn.execute(
+            text(
+                "SELECT min(started_at), max(finished_at), count(*) FILTER "
+                "(WHERE status = 'succeeded'), bool_and(attempts = 1) FROM jobs"
+            )
+        ).one()
+    # The figure only counts if every job ran, and ran once (no claim was handed out twice).
+    if done != THROUGHPUT_JOBS or not once:
+        raise SystemExit(f"{kind}: {done} of {THROUGHPUT_JOBS} jobs succeeded, once: {once}")
     return THROUGHPUT_JOBS / (last - first).total_seconds()
 
 
