@@ -93,7 +93,6 @@ def _read_upload(upload: UploadFile, max_bytes: int) -> bytes:
 def submit_job(
     request: Request,
     response: Response,
-    session: SessionDep,
     principal: WritePrincipal,
     target: Annotated[
         UploadFile,
@@ -117,33 +116,37 @@ def submit_job(
     """Queue a swap. Everything is validated before anything is stored; ``202`` with a
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
     state = get_state(request)
-    policy = TenancyService(session).get_policy(principal.tenant_id)
-    # Allowed (403) before installed (409): what the plan excludes is not worth looking up.
-    spec = parse_options(options)
-    check_spec_allowed(spec, policy)
-    check_spec_installed(spec, principal.tenant_id, model_store_for(state.settings.models_dir))
-    # End the request's transaction (authentication may have written to it) before the
-    # submission asks for SQLite's write lock.
-    session.commit()
-    submission = Submission(
-        tenant_id=principal.tenant_id,
-        sources=[_read_upload(item, policy.max_input_bytes) for item in source or []],
-        target=_read_upload(target, policy.max_input_bytes),
-        options=options,
-        idempotency_key=idempotency_key,
-    )
     store = tenant_store_for(state.settings.storage_url)
+    written: list[str] = []
+    # One transaction from the policy read to the job's insert (on SQLite it holds the write
+    # lock from BEGIN: the queue-cap and quota checks then see no concurrent writer).
     try:
         with session_scope(write_sessions(state)) as write:
+            policy = TenancyService(write).get_policy(principal.tenant_id)
+            # Allowed (403) before installed (409): what the plan excludes is not worth
+            # looking up.
+            spec = parse_options(options)
+            check_spec_allowed(spec, policy)
+            models = model_store_for(state.settings.models_dir)
+            check_spec_installed(spec, principal.tenant_id, models)
+            submission = Submission(
+                tenant_id=principal.tenant_id,
+                sources=[_read_upload(item, policy.max_input_bytes) for item in source or []],
+                target=_read_upload(target, policy.max_input_bytes),
+                options=options,
+                idempotency_key=idempotency_key,
+                written=written,
+            )
             submitted = JobService(write, store).submit(submission, policy)
             if submitted.created:
                 audit_submission(write, principal, submitted.job)
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
-        store.delete_keys(submission.written)
-        submitted = _earlier_submission(session, principal.tenant_id, idempotency_key)
+        store.delete_keys(written)
+        with session_scope(state.session_factory, read_only=True) as read:
+            submitted = _earlier_submission(read, principal.tenant_id, idempotency_key)
     except BaseException:
-        store.delete_keys(submission.written)
+        store.delete_keys(written)
         raise
     location = f"/v1/jobs/{submitted.job.id}"
     response.headers["Location"] = location
