@@ -9,6 +9,7 @@ from the other side of the face.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -66,24 +67,36 @@ def _lightness_std(lab: FloatArray, mask: npt.NDArray[np.uint8], count: int) -> 
     return float(std[0, 0])
 
 
+@dataclass(frozen=True)
+class Shading:
+    """The target region in L*a*b* and its low-pass (its shading and skin colour)."""
+
+    lab: FloatArray
+    base: FloatArray
+
+
+def target_shading(target: Frame, sigma: float) -> Shading:
+    lab = to_lab(target)
+    return Shading(lab=lab, base=np.asarray(gaussian_blur(lab, sigma), dtype=np.float32))
+
+
 def match_lighting(
     detail: FloatArray,
-    target: Frame,
+    shading: Shading,
     skin: FloatArray,
-    sigma: float,
     grayscale_source: bool,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
-    ``skin`` marks the pixels whose statistics set the detail gain (face without eyes and
-    mouth). A grayscale source contributes no chroma detail.
+    ``shading`` is the target's (:func:`target_shading`, with the low-pass sigma of the
+    detail layer); ``skin`` marks the pixels whose statistics set the detail gain (face
+    without eyes and mouth). A grayscale source contributes no chroma detail.
     """
-    dst = to_lab(target)
-    base = np.asarray(gaussian_blur(dst, sigma), dtype=np.float32)
+    base = shading.base
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)
-    t_std = _lightness_std(dst - base, inside, count)
+    t_std = _lightness_std(shading.lab - base, inside, count)
     gain = float(np.clip(t_std / s_std, *DETAIL_GAIN)) if s_std > 1e-3 else 1.0
     # OpenCV's per-channel scalars over whole pixels, rather than numpy on strided channel
     # views (or broadcast bounds): ~10x faster on a 400x340 face.
@@ -104,14 +117,15 @@ def _scalar(*values: float) -> Any:
 
 
 def transfer_colour(
-    warped: Frame, target: Frame, skin: FloatArray, grayscale_source: bool
+    warped: Frame, target_lab: FloatArray, skin: FloatArray, grayscale_source: bool
 ) -> Frame:
-    """Plain mean/std transfer of L*a*b* statistics over the skin (``match_lighting`` off).
+    """Plain mean/std transfer of L*a*b* statistics over the skin (``match_lighting`` off),
+    onto the target region given in L*a*b* (:func:`to_lab`).
 
     A grayscale source has no chroma statistics to scale: it takes the target's chroma.
     """
     src = to_lab(warped)
-    dst = to_lab(target)
+    dst = target_lab
     inside = skin > 0.5
     if inside.sum() < 16:
         return warped

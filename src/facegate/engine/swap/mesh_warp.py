@@ -8,8 +8,12 @@ detail taken, and a feathered or Poisson blend under a mask trimmed below the ha
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import cv2
@@ -18,7 +22,15 @@ import numpy as np
 from facegate.engine import mesh
 from facegate.engine.errors import NoFaceDetected
 from facegate.engine.swap.blend import feather_blend, poisson_blend
-from facegate.engine.swap.color import detail_layer, is_grayscale, match_lighting, transfer_colour
+from facegate.engine.swap.color import (
+    Shading,
+    detail_layer,
+    is_grayscale,
+    match_lighting,
+    target_shading,
+    to_lab,
+    transfer_colour,
+)
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
@@ -70,8 +82,39 @@ def _region(points: FloatArray, shape: tuple[int, ...]) -> tuple[int, int, int, 
     return max(0, x0), max(0, y0), min(shape[1], x1), min(shape[0], y1)
 
 
+@dataclass(frozen=True)
+class _TargetSide:
+    """What a swap needs of the target alone: its region at the working scale, the masks
+    and its shading (in L*a*b*, low-pass included when the lighting is matched)."""
+
+    target: Frame
+    keep: FloatArray
+    mask: FloatArray
+    shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
+
+
 class MeshWarpBackend:
-    """The geometric swap backend (no model files; pure OpenCV/numpy, thread-safe)."""
+    """The geometric swap backend (no model files; pure OpenCV/numpy, thread-safe).
+
+    A swap's target side (the working-scale resize, the masks, the target's shading) does
+    not depend on the warp, and both are mostly numpy, one core each: the target side is
+    handed to a helper thread while the caller's thread warps. When the helper is busy
+    (several swaps at once, e.g. a video's render threads) the caller does it itself.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._helper: ThreadPoolExecutor | None = None
+
+    def _helper_pool(self) -> ThreadPoolExecutor | None:
+        if (os.cpu_count() or 1) < 2:
+            return None
+        with self._lock:
+            if self._helper is None:
+                helper = ThreadPoolExecutor(1, thread_name_prefix="mesh-warp")
+                weakref.finalize(self, helper.shutdown, wait=False)
+                self._helper = helper
+            return self._helper
 
     def prepare_source(
         self,
@@ -129,8 +172,24 @@ class MeshWarpBackend:
         full_shape = (y1 - y0, x1 - x0)
         full_target = frame[y0:y1, x0:x1]
         full_points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
-        target, points = _working_scale(full_target, full_points, source_state.size)
-        shape = (target.shape[0], target.shape[1])
+        size, points = _working_scale(full_shape, full_points, source_state.size)
+        shape = (size[1], size[0])
+
+        def target_side() -> _TargetSide:
+            target = full_target
+            if shape != full_shape:
+                target = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA))
+            keep = keep_mask(source_state.points, points, shape, options.keep_expression)
+            mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
+            shading: Shading | FloatArray
+            if options.match_lighting:
+                shading = target_shading(target, max(1.0, LOW_PASS * face_height(points)))
+            else:
+                shading = to_lab(target)
+            return _TargetSide(target, keep, mask, shading)
+
+        helper = self._helper_pool()
+        pending = helper.submit(target_side) if helper is not None else None
         source_image, source_detail, source_points = _scaled_source(
             source_state, face_height(points)
         )
@@ -141,22 +200,21 @@ class MeshWarpBackend:
             points,
             shape,
         )
+        # Not started yet (the helper is busy with other swaps): do it here instead.
+        side = target_side() if pending is None or pending.cancel() else pending.result()
         stage("warp")
 
         coverage = np.asarray(
             cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
         )
-        keep = keep_mask(source_state.points, points, shape, options.keep_expression)
-        mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
-        mask = mask * (1.0 - keep) * cv2.GaussianBlur(coverage, (0, 0), 1.0)
+        mask = side.mask * (1.0 - side.keep) * cv2.GaussianBlur(coverage, (0, 0), 1.0)
         skin = ((mask > 0.5) & warp.coverage).astype(np.float32)
         stage("mask")
 
-        if options.match_lighting:
-            sigma = max(1.0, LOW_PASS * face_height(points))
-            face = match_lighting(warp.image, target, skin, sigma, source_state.grayscale)
+        if isinstance(side.shading, Shading):
+            face = match_lighting(warp.image, side.shading, skin, source_state.grayscale)
         else:
-            face = transfer_colour(warp.image, target, skin, source_state.grayscale)
+            face = transfer_colour(warp.image, side.shading, skin, source_state.grayscale)
         stage("colour")
 
         if shape != full_shape:
@@ -175,17 +233,17 @@ class MeshWarpBackend:
 
 
 def _working_scale(
-    target: Frame, points: FloatArray, source_size: float
-) -> tuple[Frame, FloatArray]:
-    """The target region and its landmarks at the working scale (see MIN_WORK_SIZE)."""
+    shape: tuple[int, int], points: FloatArray, source_size: float
+) -> tuple[tuple[int, int], FloatArray]:
+    """The (width, height) of the target region at the working scale (see MIN_WORK_SIZE)
+    and its landmarks there."""
+    h, w = shape
     scale = max(source_size, MIN_WORK_SIZE) / max(face_height(points), 1.0)
     if scale >= 0.9:  # resampling for a 10 % saving would cost more than it saves
-        return target, points
-    h, w = target.shape[:2]
+        return (w, h), points
     size = (max(8, round(w * scale)), max(8, round(h * scale)))
-    small = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA), np.uint8)
     factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
-    return small, (points * factors).astype(np.float32)
+    return size, (points * factors).astype(np.float32)
 
 
 #: Downscales of the source are made in steps of 1/SCALE_STEPS (rounded down: a little more
