@@ -44,6 +44,18 @@ def target_quality(points: FloatArray, ids: IntArray) -> FloatArray:
     return np.asarray(np.clip(facing_cosines(points), 0.0, 1.0) * visible, dtype=np.float32)
 
 
+def _mesh_window(points: FloatArray, shape: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(x0, y0, x1, y1): integer bounds holding every pixel the mesh's triangles can
+    cover, clipped to the region of ``shape``."""
+    lo = np.floor(points[:, :2].min(axis=0)).astype(int) - 1
+    hi = np.ceil(points[:, :2].max(axis=0)).astype(int) + 2
+    x0, y0 = (max(0, int(v)) for v in lo)
+    x1, y1 = min(shape[1], int(hi[0])), min(shape[0], int(hi[1]))
+    if x1 <= x0 or y1 <= y0:  # the mesh lies outside the region: nothing is covered
+        return 0, 0, shape[1], shape[0]
+    return x0, y0, x1, y1
+
+
 def warp_face(
     source: npt.NDArray[Any],
     source_points: FloatArray,
@@ -58,31 +70,39 @@ def warp_face(
     visibility of the source (``symmetry.triangle_quality``), used for the pose fill.
     """
     front = signed_areas(target_points) > 0
-    ids = rasterise_ids(target_points, shape, include=front)
-    mirrored = choose_mirrored(source_quality, target_quality(target_points, ids))
+    # Only the mesh's bounding box holds covered pixels (the region around it is margin for
+    # the mask's feather): raster, maps and remap run there, at global coordinates, so the
+    # result is exactly the whole region's, computed on ~2/3 of its pixels.
+    x0, y0, x1, y1 = _mesh_window(target_points, shape)
+    window = (y1 - y0, x1 - x0)
+    offset = np.array([x0, y0, 0], np.float32)
+    ids_window = rasterise_ids(target_points - offset, window, include=front)
+    mirrored = choose_mirrored(source_quality, target_quality(target_points, ids_window))
     affines = triangle_affines(
         target_points[:, :2][TRIANGLES].astype(np.float32),
         source_vertices(source_points, mirrored),
     )
-    coverage = ids >= 0
+    covered = ids_window >= 0
     # One coefficient table per affine term, with an extra last row that sends uncovered
     # pixels to (-1, -1) (outside the source: BORDER_CONSTANT). Six contiguous gathers and
     # in-place arithmetic run ~2x faster than gathering (H, W, 2, 3) blocks.
     table = np.empty((6, len(TRIANGLES) + 1), np.float32)
     table[:, :-1] = affines.reshape(-1, 6).T
     table[:, -1] = (0.0, 0.0, -1.0, 0.0, 0.0, -1.0)
-    lookup = np.where(coverage, ids, len(TRIANGLES))
+    lookup = np.where(covered, ids_window, len(TRIANGLES))
     c = [np.take(row, lookup) for row in table]
-    xs = np.arange(shape[1], dtype=np.float32)[None, :]
-    ys = np.arange(shape[0], dtype=np.float32)[:, None]
+    xs = np.arange(x0, x1, dtype=np.float32)[None, :]
+    ys = np.arange(y0, y1, dtype=np.float32)[:, None]
     map_x = c[0] * xs
     map_x += c[1] * ys
     map_x += c[2]
     map_y = c[3] * xs
     map_y += c[4] * ys
     map_y += c[5]
-    image = np.asarray(
-        cv2.remap(source, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT),
-        dtype=source.dtype,
-    )
+    warped = cv2.remap(source, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    image = np.zeros(shape + source.shape[2:], source.dtype)
+    image[y0:y1, x0:x1] = warped.reshape(window + source.shape[2:])
+    ids = np.full(shape, -1, np.int32)
+    ids[y0:y1, x0:x1] = ids_window
+    coverage = ids >= 0
     return WarpResult(image=image, coverage=coverage, ids=ids, mirrored=mirrored)
