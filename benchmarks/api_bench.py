@@ -34,7 +34,7 @@ import httpx
 from fastapi import FastAPI
 from PIL import Image
 
-from benchkit import FACES, bench_settings
+from benchkit import FACES, bench_settings, like_a_facegate_process
 from facegate.api.app import create_app
 from facegate.database import session_scope
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
@@ -188,5 +188,11 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--submits", type=int, default=100)
     parser.add_argument("--breakdown", action="store_true", help="also with layers switched off")
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="keep glibc's allocator defaults (facegate processes tune them)",
+    )
     args = parser.parse_args()
+    print(like_a_facegate_process(args.default_allocator))
     asyncio.run(main(args.requests, args.submits, args.breakdown))

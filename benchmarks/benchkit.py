@@ -1,15 +1,25 @@
-"""Shared set-up of the benchmarks: where the test photos are, and the in-process service
-(api, gateway, observability)."""
+"""Shared set-up of the benchmarks: where the test photos are, the process set-up of a
+facegate command, and the in-process service (api, gateway, observability)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from facegate.allocator import tune_allocator
 from facegate.settings import Settings
 
 #: The face photos of ../shared/data/faces (see their SOURCES.md), beside this checkout.
 FACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "faces"
+
+
+def like_a_facegate_process(default_allocator: bool = False) -> str:
+    """Set this process up as the ``facegate`` command sets up its own (the allocator
+    tuning of :mod:`facegate.allocator`) unless ``default_allocator``; a line saying which."""
+    if default_allocator:
+        return "allocator: glibc defaults (--default-allocator)"
+    tuned = tune_allocator()
+    return f"allocator: {'tuned as in facegate processes' if tuned else 'defaults (no glibc)'}"
 
 
 def bench_settings(tmp: Path, **overrides: Any) -> Settings:

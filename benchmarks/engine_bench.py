@@ -18,7 +18,7 @@ import time
 import cv2
 import numpy as np
 
-from benchkit import FACES
+from benchkit import FACES, like_a_facegate_process
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser
 from facegate.engine.image import ImageLimits, load_image_file
 from facegate.engine.pipeline import Pipeline, PipelineSpec
@@ -79,7 +79,13 @@ def bench(name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="keep glibc's allocator defaults (facegate processes tune them)",
+    )
     args = parser.parse_args()
+    print(like_a_facegate_process(args.default_allocator))
     print(f"load average {os.getloadavg()}, cpus {os.cpu_count()}")
     limits = ImageLimits()
     source = load_image_file(FACES / "woman_a_selfie_frontal_01.jpg", limits).frame

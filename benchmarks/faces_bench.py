@@ -22,7 +22,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from benchkit import FACES
+from benchkit import FACES, like_a_facegate_process
 from facegate.engine import faces as F
 from facegate.engine.types import Frame
 
@@ -102,7 +102,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--faces-dir", type=Path, default=FACES)
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="keep glibc's allocator defaults (facegate processes tune them)",
+    )
     args = parser.parse_args()
+    print(like_a_facegate_process(args.default_allocator))
     print(f"load average (1, 5, 15 min): {os.getloadavg()}, cpus: {os.cpu_count()}")
     bench("1 face ", frame_1080p(args.faces_dir / "woman_a_selfie_frontal_01.jpg"), args.repeat)
     bench("6 faces", frame_1080p(args.faces_dir / "group_6_faces_insightface_t1.jpg"), args.repeat)

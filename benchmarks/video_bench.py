@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from benchkit import FACES
+from benchkit import FACES, like_a_facegate_process
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
@@ -76,7 +76,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="720,1080")
     parser.add_argument("--presets", default="veryfast,superfast")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="keep glibc's allocator defaults (facegate processes tune them)",
+    )
     args = parser.parse_args()
+    print(like_a_facegate_process(args.default_allocator))
     spec = PipelineSpec.model_validate(
         {
             "processors": ["face_swapper"],

@@ -12,6 +12,8 @@ import os
 
 import click
 
+from facegate.allocator import tune_allocator
+
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "api": "facegate.cli.api:api",
@@ -50,6 +52,9 @@ def main() -> None:
     Settings are FACEGATE_* environment variables; the specification's TENANT_ID, MODEL_PATH,
     OUTPUT_DIR and MODEL_TAG are accepted as their FACEGATE_* equivalents.
     """
+    # Frame-sized buffers reuse heap memory instead of faulting in fresh pages per frame
+    # (facegate.allocator): set once, at the process's entry, for every command.
+    tune_allocator()
     # Translated here, at the process's entry, so every command's options and Settings see
     # them; a contradiction with an explicit FACEGATE_* value stops with a clear message.
     from facegate.deploy.env import SpecEnvError, apply_spec_env

@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 from videoclips import create_clip
 
-# Each run in a fresh interpreter so ru_maxrss is that run's own peak.
+# Each run in a fresh interpreter so ru_maxrss is that run's own peak; set up as a facegate
+# process is (its allocator keeps freed frame buffers for reuse: that must not grow either).
 _RUN = """
 import resource, sys, cv2
 from pathlib import Path
+from facegate.allocator import tune_allocator
 from facegate.engine.video import process_video, VideoOptions
+assert tune_allocator()
 def work(frame):
     # a face-sized edit, like a swap: touches a region, returns the frame
     frame[200:460, 500:760] = cv2.GaussianBlur(frame[200:460, 500:760], (9, 9), 0)
