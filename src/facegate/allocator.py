@@ -4,9 +4,10 @@ By default glibc serves an allocation above its mmap threshold (128 KiB at start
 as such blocks are freed, up to 32 MiB) with fresh pages from ``mmap``, hands them back to
 the kernel on ``free``, and trims the heap top above 128 KiB. Image work allocates and
 frees many region- and frame-sized numpy/OpenCV buffers per frame, so each frame faults
-its pages in anew, and the kernel zeroes every one. On the development VM that was ~40 %
-of a face swap's time (``benchmarks/engine_bench.py --default-allocator``: face swap
-15.4 -> 9.5 ms, one-face 1080p frame 30.7 -> 22.1 ms).
+its pages in anew, and the kernel zeroes every one. On the development VM that was a
+quarter of a face swap's time (``benchmarks/engine_bench.py`` against its
+``--default-allocator`` run: swap 12.9-14.5 -> 9.8-11.8 ms, one-face 1080p frame
+26.9-29.3 -> 22.9-26.6 ms; the colour and blend stages alone take half as long).
 
 :func:`tune_allocator` pins both thresholds, so those buffers come from the heap and their
 memory is reused while the process runs. The price is resident memory: up to
