@@ -84,10 +84,9 @@ def _region(points: FloatArray, shape: tuple[int, ...]) -> tuple[int, int, int, 
 
 @dataclass(frozen=True)
 class _TargetSide:
-    """What a swap needs of the target alone: its region at the working scale, the masks
-    and its shading (in L*a*b*, low-pass included when the lighting is matched)."""
+    """What a swap needs of the target region alone, at the working scale: the masks and its
+    shading (in L*a*b*, with its low-pass when the lighting is matched)."""
 
-    target: Frame
     keep: FloatArray
     mask: FloatArray
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
@@ -186,7 +185,7 @@ class MeshWarpBackend:
                 shading = target_shading(target, max(1.0, LOW_PASS * face_height(points)))
             else:
                 shading = to_lab(target)
-            return _TargetSide(target, keep, mask, shading)
+            return _TargetSide(keep, mask, shading)
 
         helper = self._helper_pool()
         pending = helper.submit(target_side) if helper is not None else None
@@ -218,9 +217,11 @@ class MeshWarpBackend:
         stage("colour")
 
         if shape != full_shape:
-            size = (full_shape[1], full_shape[0])
-            face = np.asarray(cv2.resize(face, size, interpolation=cv2.INTER_LINEAR), np.uint8)
-            mask = np.asarray(cv2.resize(mask, size, interpolation=cv2.INTER_LINEAR), np.float32)
+            full_size = (full_shape[1], full_shape[0])
+            face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
+            mask = np.asarray(
+                cv2.resize(mask, full_size, interpolation=cv2.INTER_LINEAR), np.float32
+            )
         if options.mask == "poisson":
             blended = poisson_blend(full_target, face, mask, options.blend)
         else:
