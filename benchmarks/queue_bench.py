@@ -41,7 +41,7 @@ WORKERS = 4
 THROUGHPUT_JOBS = 8000  # ~8 s per run: worker start-up skew stays a small share
 NOISY_JOBS = 10_000
 JOB_SECONDS = 0.005  # fairness runs: each job "works" 5 ms
-QUIET_SAMPLES = 60  # the median of a few-ms wait needs many samples to be stable
+QUIET_SAMPLES = 120  # the median of a few-ms wait needs many samples to be stable (60 swung ±25 %)
 
 _FIFO = """
 UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1, lease_owner = %(owner)s,
