@@ -15,6 +15,7 @@ from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
 from facegate.engine.swap.color import is_grayscale
+from facegate.engine.swap.mesh_warp import MeshWarpBackend
 from facegate.engine.types import Face, Frame
 
 SINGLE = [
@@ -145,6 +146,29 @@ def test_two_threads_give_the_same_bytes_as_sequential(
         thread.join()
     for slot in range(2):
         assert results[slot] == [expected[slot]] * 3
+
+
+def test_a_busy_helper_leaves_the_target_side_to_the_caller(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    # mesh_warp hands a swap's target side to its helper thread; when the helper is taken
+    # (here: blocked on purpose) the caller must do that work itself, with the same result.
+    backend = MeshWarpBackend()
+    options = FaceSwapperOptions()
+    (source, source_face), (target, target_face) = photos[SINGLE[0]], photos[SINGLE[5]]
+    state = backend.prepare_source([source_face], [source], options)
+    free = backend.swap_face(target.copy(), state, target_face, options)
+    helper = backend._helper_pool()
+    assert helper is not None  # the test machines have two cores or more
+    release = threading.Event()
+    blocker = helper.submit(release.wait, 30)
+    try:
+        busy = backend.swap_face(target.copy(), state, target_face, options)
+    finally:
+        release.set()
+    assert blocker.result() is True
+    assert np.array_equal(busy, free)
+    assert not np.array_equal(free, target)
 
 
 @pytest.mark.parametrize(
