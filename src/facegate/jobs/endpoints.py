@@ -8,10 +8,11 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, File, Form, Header, Query, Request, Response, UploadFile
 from fastapi.responses import RedirectResponse, StreamingResponse
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
+from facegate.api.deps import SessionDep, get_state, run_in_session, run_on_connection, scoped
 from facegate.api.errors import (
     PROBLEM_RESPONSES,
     UPLOAD_PROBLEM_RESPONSES,
@@ -195,13 +196,14 @@ async def list_jobs(
 async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal) -> Response:
     """One job: its status, progress, error or result summary (the polling route)."""
 
-    def read(session: Session) -> JobOut:
-        job = JobRepository(session).get(principal.tenant_id, job_id)
-        if job is None:
+    def read(connection: Connection) -> JobOut:
+        statement = JobRepository.job_statement(principal.tenant_id, job_id)
+        row = connection.execute(statement).one_or_none()
+        if row is None:
             raise NotFound("no such job")
-        return JobOut.of(job)
+        return JobOut.of(row)
 
-    job = await run_in_session(request, read, read_only=True)
+    job = await run_on_connection(request, read)
     # Serialised once, here: returned as a model, FastAPI would validate it a second time
     # first (~0.5 ms of this hot route's ~5 ms).
     return Response(job.model_dump_json(by_alias=True), media_type="application/json")

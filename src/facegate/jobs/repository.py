@@ -59,9 +59,14 @@ class JobRepository:
         stmt = stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
         return list(self.session.scalars(stmt))
 
+    @classmethod
+    def job_statement(cls, tenant_id: str, job_id: uuid.UUID) -> Select[Job]:
+        """One job of the tenant (no row for another tenant's id). Executed on a plain
+        Connection it gives a Core row with the same attribute names as a ``Job``."""
+        return cls.readable_statement(tenant_id).where(Job.id == job_id)
+
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
-        stmt = self.readable_statement(tenant_id).where(Job.id == job_id)
-        return self.session.scalars(stmt).one_or_none()
+        return self.session.scalars(self.job_statement(tenant_id, job_id)).one_or_none()
 
     def get_by_idempotency_key(self, tenant_id: str, key: str) -> Job | None:
         stmt = self.readable_statement(tenant_id).where(Job.idempotency_key == key)

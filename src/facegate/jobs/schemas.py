@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
+from sqlalchemy import Row
 
 from facegate.api.errors import UnprocessableEntity
 from facegate.jobs.models import Job
@@ -65,7 +66,8 @@ class JobOut(BaseModel):
     links: JobLinks
 
     @classmethod
-    def of(cls, job: Job) -> JobOut:
+    def of(cls, job: Job | Row[Any]) -> JobOut:
+        """From a ``Job``, or a Core row of ``jobs`` (the polling route's: same names)."""
         base = f"/v1/jobs/{job.id}"
         return cls(
             id=job.id,
