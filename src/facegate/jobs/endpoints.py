@@ -167,7 +167,8 @@ def _earlier_submission(session: Any, tenant_id: str, key: str | None) -> Submit
 
 
 # The two polling routes are async and do their reads in one worker-thread hop
-# (run_in_session): they are the most frequent calls.
+# (run_in_session; the job's own, the hottest, as a Core row: run_on_connection): they are
+# the most frequent calls.
 @router.get("/jobs", response_model=JobPage)
 async def list_jobs(
     request: Request,
