@@ -18,6 +18,7 @@ from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.jobs.models import Job
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.models.requests import model_request_for
+from facegate.storage.base import data_size
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 
@@ -71,7 +72,7 @@ class JobOutput:
     @property
     def size(self) -> int:
         """The result's size in bytes."""
-        return len(self.data) if isinstance(self.data, bytes) else self.data.stat().st_size
+        return data_size(self.data)
 
     def discard(self) -> None:
         """Delete the scratch folder of a file result (nothing for bytes)."""

@@ -187,6 +187,7 @@ class WorkerPool:
         """Requeue jobs whose lease expired; those out of attempts fail, and are metered
         like every finished job (no compute is billed: their worker vanished)."""
         failed: list[Job] = []
+        nothing = Consumption(compute_seconds=0.0, device=self.device)
         with session_scope(self.sessions) as session:
             reaped = self._sweep(session)
             for item in reaped:
@@ -196,24 +197,20 @@ class WorkerPool:
                     job_id=str(item.job_id),
                     outcome=item.outcome,
                 )
-                failed_job = item.outcome == "failed"
-                job = (
-                    JobRepository(session).get(item.tenant_id, item.job_id) if failed_job else None
-                )
+                if item.outcome != "failed":
+                    continue
+                job = JobRepository(session).get(item.tenant_id, item.job_id)
                 if job is not None:
-                    record_job_usage(session, job, "failed", self._no_consumption())
+                    record_job_usage(session, job, "failed", nothing)
                     failed.append(job)
         for job in failed:
-            observe_finished(job, "failed", self._no_consumption())
+            observe_finished(job, "failed", nothing)
         if reaped:
             self.wake()
 
     def _sweep(self, session: Session) -> list[leases.Reaped]:
         """The expired-lease sweep; the cluster pool's takes a lock shared by all workers."""
         return leases.requeue_expired(session)
-
-    def _no_consumption(self) -> Consumption:
-        return Consumption(compute_seconds=0.0, device=self.device)
 
     def purge(self) -> int:
         with session_scope(self.sessions) as session:

@@ -46,6 +46,11 @@ class StorageQuotaExceeded(StorageError):
         self.requested_bytes = requested_bytes
 
 
+def data_size(data: bytes | Path) -> int:
+    """The size of an artifact given as bytes or as a local file (not read for this)."""
+    return len(data) if isinstance(data, bytes) else data.stat().st_size
+
+
 def file_chunks(path: Path, chunk_size: int = CHUNK_SIZE) -> Iterator[bytes]:
     """A local file's bytes in chunks (to ``put_stream`` a result without loading it)."""
     with path.open("rb") as handle:

@@ -27,6 +27,7 @@ from facegate.storage.base import (
     PresigningStore,
     StorageQuotaExceeded,
     check_key,
+    data_size,
     file_chunks,
 )
 from facegate.storage.models import StoredObject
@@ -124,8 +125,7 @@ class TenantStore:
         key = build_key(tenant_id, kind, job_id, name)
         existing = None if new else session.get(StoredObject, key)
         replaced = existing.size_bytes if existing is not None else 0
-        incoming = len(data) if isinstance(data, bytes) else data.stat().st_size
-        self.check_quota(session, tenant_id, incoming - replaced, quota_bytes)
+        self.check_quota(session, tenant_id, data_size(data) - replaced, quota_bytes)
         if isinstance(data, bytes):
             size = self.store.put(key, data)
         else:
