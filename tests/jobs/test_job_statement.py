@@ -1,5 +1,5 @@
-"""The polling route reads a job as a Core row (``JobRepository.job_statement`` on a plain
-Connection); the rest of the API reads ORM objects. Both must give the same ``JobOut``,
+"""The polling route reads a job as a Core row (``JobRepository.job_row`` on a plain
+Connection, with the statement built once); the rest of the API reads ORM objects. Both must give the same ``JobOut``,
 whatever the job holds, on both databases."""
 
 from __future__ import annotations
@@ -54,17 +54,28 @@ def test_a_core_row_gives_the_same_job_out_as_the_orm_object(db_engine: Engine) 
             assert job is not None
             expected = JobOut.of(job).model_dump_json()
         with db_engine.connect().execution_options(**READ_ONLY) as connection:
-            row = connection.execute(JobRepository.job_statement("acme", job_id)).one()
+            row = JobRepository.job_row(connection, "acme", job_id)
+        assert row is not None
         assert JobOut.of(row).model_dump_json() == expected, name
 
 
-def test_the_statement_finds_no_other_tenants_job(db_engine: Engine) -> None:
+def test_the_built_once_statement_finds_no_other_tenants_job(db_engine: Engine) -> None:
     sessions = sessions_of(db_engine)
     with sessions.begin() as session:
         create_tenant(session, "acme")
         create_tenant(session, "other")
         job_id = create_job(session, "acme").id
+        other_id = create_job(session, "other").id
     with db_engine.connect().execution_options(**READ_ONLY) as connection:
-        assert connection.execute(JobRepository.job_statement("other", job_id)).first() is None
-        assert connection.execute(JobRepository.job_statement("acme", uuid.uuid4())).first() is None
-        assert connection.execute(JobRepository.job_statement("acme", job_id)).first() is not None
+        assert JobRepository.job_row(connection, "other", job_id) is None
+        assert JobRepository.job_row(connection, "acme", uuid.uuid4()) is None
+        # The same statement object, other parameters: each call binds its own.
+        found = JobRepository.job_row(connection, "acme", job_id)
+        assert found is not None and found.id == job_id
+        found = JobRepository.job_row(connection, "other", other_id)
+        assert found is not None and found.id == other_id
+    with sessions() as session:
+        repository = JobRepository(session)
+        assert repository.get("other", job_id) is None
+        job = repository.get("acme", job_id)
+        assert job is not None and job.id == job_id

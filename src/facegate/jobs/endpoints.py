@@ -198,8 +198,7 @@ async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal)
     """One job: its status, progress, error or result summary (the polling route)."""
 
     def read(connection: Connection) -> JobOut:
-        statement = JobRepository.job_statement(principal.tenant_id, job_id)
-        row = connection.execute(statement).one_or_none()
+        row = JobRepository.job_row(connection, principal.tenant_id, job_id)
         if row is None:
             raise NotFound("no such job")
         return JobOut.of(row)

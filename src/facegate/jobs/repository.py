@@ -13,8 +13,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    Connection,
+    Row,
+    Select,
+    and_,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from facegate.db import utcnow
@@ -36,8 +48,9 @@ class JobRepository:
         self.session = session
 
     @staticmethod
-    def readable_statement(tenant_id: str) -> Select[Job]:
-        """Every tenant-facing query of jobs starts here."""
+    def readable_statement(tenant_id: str | BindParameter[str]) -> Select[Job]:
+        """Every tenant-facing query of jobs starts here (``tenant_id`` may be a bound
+        parameter, for a statement built once and executed with the tenant's id)."""
         return select(Job).where(Job.tenant_id == tenant_id)
 
     @staticmethod
@@ -59,14 +72,14 @@ class JobRepository:
         stmt = stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
         return list(self.session.scalars(stmt))
 
-    @classmethod
-    def job_statement(cls, tenant_id: str, job_id: uuid.UUID) -> Select[Job]:
-        """One job of the tenant (no row for another tenant's id). Executed on a plain
-        Connection it gives a Core row with the same attribute names as a ``Job``."""
-        return cls.readable_statement(tenant_id).where(Job.id == job_id)
+    @staticmethod
+    def job_row(connection: Connection, tenant_id: str, job_id: uuid.UUID) -> Row[Any] | None:
+        """One job of the tenant as a Core row, with the same attribute names as a ``Job``
+        (None for another tenant's id): the polling route's read, without a Session."""
+        return connection.execute(ONE_JOB, {"tenant_id": tenant_id, "job_id": job_id}).first()
 
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
-        return self.session.scalars(self.job_statement(tenant_id, job_id)).one_or_none()
+        return self.session.scalars(ONE_JOB, {"tenant_id": tenant_id, "job_id": job_id}).first()
 
     def get_by_idempotency_key(self, tenant_id: str, key: str) -> Job | None:
         stmt = self.readable_statement(tenant_id).where(Job.idempotency_key == key)
@@ -147,3 +160,11 @@ class JobRepository:
         )
         self.session.expire(job)
         return self.get(tenant_id, job_id)
+
+
+# One job of one tenant, the most frequent query (every poll), built once and executed with
+# ``tenant_id`` and ``job_id`` parameters: building a statement and computing its cache key
+# costs ~0.1 ms per call, three times the indexed read itself.
+ONE_JOB = JobRepository.readable_statement(bindparam("tenant_id")).where(
+    Job.id == bindparam("job_id")
+)
