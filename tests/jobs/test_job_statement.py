@@ -1,6 +1,6 @@
 """The polling route reads a job as a Core row (``JobRepository.job_row`` on a plain
-Connection, with the statement built once); the rest of the API reads ORM objects. Both must give the same ``JobOut``,
-whatever the job holds, on both databases."""
+Connection, with the statement built once); the rest of the API reads ORM objects. Both
+must give the same ``JobOut``, whatever the job holds, on both databases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from jobfactories import create_job, create_tenant, seconds_ago, sessions_of
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from facegate.database import READ_ONLY
 from facegate.jobs.repository import JobRepository
@@ -59,6 +59,11 @@ def test_a_core_row_gives_the_same_job_out_as_the_orm_object(db_engine: Engine) 
         assert JobOut.of(row).model_dump_json() == expected, name
 
 
+def _found_id(connection: Connection, tenant_id: str, job_id: uuid.UUID) -> uuid.UUID | None:
+    row = JobRepository.job_row(connection, tenant_id, job_id)
+    return None if row is None else row.id
+
+
 def test_the_built_once_statement_finds_no_other_tenants_job(db_engine: Engine) -> None:
     sessions = sessions_of(db_engine)
     with sessions.begin() as session:
@@ -67,15 +72,14 @@ def test_the_built_once_statement_finds_no_other_tenants_job(db_engine: Engine) 
         job_id = create_job(session, "acme").id
         other_id = create_job(session, "other").id
     with db_engine.connect().execution_options(**READ_ONLY) as connection:
-        assert JobRepository.job_row(connection, "other", job_id) is None
-        assert JobRepository.job_row(connection, "acme", uuid.uuid4()) is None
+        assert _found_id(connection, "other", job_id) is None
+        assert _found_id(connection, "acme", uuid.uuid4()) is None
         # The same statement object, other parameters: each call binds its own.
-        found = JobRepository.job_row(connection, "acme", job_id)
-        assert found is not None and found.id == job_id
-        found = JobRepository.job_row(connection, "other", other_id)
-        assert found is not None and found.id == other_id
+        assert _found_id(connection, "acme", job_id) == job_id
+        assert _found_id(connection, "other", other_id) == other_id
     with sessions() as session:
         repository = JobRepository(session)
         assert repository.get("other", job_id) is None
         job = repository.get("acme", job_id)
-        assert job is not None and job.id == job_id
+        assert job is not None
+        assert job.id == job_id
