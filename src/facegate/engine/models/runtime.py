@@ -3,7 +3,9 @@ by every tenant and thread (onnxruntime's ``InferenceSession.run`` and ncnn extr
 safe to call concurrently), bounded by an LRU on estimated memory (the file size).
 
 Execution providers are chosen from what is installed: CUDA first when ``onnxruntime-gpu``
-is present (the ``gpu`` extra), else the CPU. An evicted session stays valid for whoever
+is present (the ``cuda`` variant of the container image installs it in place of
+``onnxruntime``), else the CPU; asking for ``cuda`` where it is missing is an error, never a
+silent run on the CPU. An evicted session stays valid for whoever
 still holds it; the pool only stops handing it out.
 """
 
@@ -20,6 +22,8 @@ from typing import Any, Literal
 
 import onnxruntime as ort
 
+from facegate.engine.errors import ModelUnavailable
+
 Device = Literal["auto", "cuda", "cpu"]
 PREFERRED_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
 
@@ -29,15 +33,19 @@ LOAD_LISTENERS: list[Callable[[str, float], None]] = []
 
 
 def available_providers(device: Device = "auto") -> tuple[str, ...]:
-    """The execution providers to use for ``device``, best first, among those installed."""
-    installed = set(ort.get_available_providers())
-    wanted = {"auto": PREFERRED_PROVIDERS, "cuda": PREFERRED_PROVIDERS[:1]}.get(
-        device, PREFERRED_PROVIDERS[1:]
-    )
-    chosen = tuple(p for p in wanted if p in installed)
-    if device != "cuda" and "CPUExecutionProvider" not in chosen:
-        chosen += ("CPUExecutionProvider",)
-    return chosen
+    """The execution providers to use for ``device``, best first, among those installed.
+    ``ModelUnavailable`` for ``cuda`` without onnxruntime's CUDA provider (onnxruntime would
+    otherwise take an empty list as "whatever is installed" and run on the CPU)."""
+    installed = ort.get_available_providers()
+    if device == "cuda":
+        if PREFERRED_PROVIDERS[0] not in installed:
+            raise ModelUnavailable(
+                "device 'cuda' needs onnxruntime's CUDAExecutionProvider (onnxruntime-gpu "
+                f"and an NVIDIA driver); this onnxruntime has {', '.join(installed)}"
+            )
+        return PREFERRED_PROVIDERS[:1]
+    wanted = PREFERRED_PROVIDERS if device == "auto" else PREFERRED_PROVIDERS[1:]
+    return tuple(p for p in wanted if p in installed) or ("CPUExecutionProvider",)
 
 
 @dataclass(frozen=True)
