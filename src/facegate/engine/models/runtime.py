@@ -5,8 +5,8 @@ safe to call concurrently), bounded by an LRU on estimated memory (the file size
 Execution providers are chosen from what is installed: CUDA first when ``onnxruntime-gpu``
 is present (the ``cuda`` variant of the container image installs it in place of
 ``onnxruntime``), else the CPU; asking for ``cuda`` where it is missing is an error, never a
-silent run on the CPU. An evicted session stays valid for whoever
-still holds it; the pool only stops handing it out.
+silent run on the CPU. An evicted session stays valid for whoever still holds it; the pool
+only stops handing it out.
 """
 
 from __future__ import annotations
