@@ -1,5 +1,6 @@
 """Plain factories for the model tests: tiny ONNX graphs with FaceFusion's input/output names
-and shapes whose outputs are known functions of their inputs, installed in a temp store."""
+and shapes whose outputs are known functions of their inputs, installed in a temp store; and
+the frames and faces to feed them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from facegate.engine.models.face_helper import WARP_TEMPLATES
 from facegate.engine.models.store import ModelStore
+from facegate.engine.types import Face
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -56,6 +59,19 @@ def install(
     tenant: str | None = None,
 ) -> None:
     store.add(name, tag, {"model": graph_path}, kind=kind, licence="test", tenant=tenant)
+
+
+def create_frame(height: int = 240, width: int = 320) -> np.ndarray:
+    rng = np.random.default_rng(11)
+    return rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+
+
+def create_face(template: str, size: int, offset: tuple[int, int]) -> Face:
+    """A face whose key points sit exactly on ``template`` scaled to ``size`` and shifted by
+    an integer offset: the aligned crop is then a plain copy of the frame window."""
+    keypoints = (WARP_TEMPLATES[template] * size + np.array(offset)).astype(np.float32)
+    box = np.array([offset[0], offset[1], offset[0] + size, offset[1] + size], np.float32)
+    return Face(box=box, score=1.0, keypoints5=keypoints, landmarks=np.zeros((478, 3), np.float32))
 
 
 def identity_graph(path: Path, in_name: str, out_name: str, shape: list[object]) -> Path:

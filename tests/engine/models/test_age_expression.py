@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import helper
-from onnx_graphs import const, save_graph
+from onnx_graphs import const, create_face, save_graph
 
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.models.age_modify import (
@@ -18,7 +18,6 @@ from facegate.engine.models.age_modify import (
     scale_keypoints5,
     styleganex_direction,
 )
-from facegate.engine.models.face_helper import WARP_TEMPLATES
 from facegate.engine.models.hub import ModelHub
 from facegate.engine.models.live_portrait import (
     LOWER_FACE,
@@ -33,17 +32,10 @@ from facegate.engine.models.store import ModelStore
 from facegate.engine.processors.age_modifier import AgeModifier, AgeModifierOptions
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.expression_restorer import ExpressionRestorer
-from facegate.engine.types import Face
 
 
 def create_hub(tmp_path: Path) -> ModelHub:
     return ModelHub(ModelStore(tmp_path / "models", include_builtins=False), InferencePool())
-
-
-def create_face(template: str, size: int, offset: tuple[int, int]) -> Face:
-    keypoints = (WARP_TEMPLATES[template] * size + np.array(offset)).astype(np.float32)
-    box = np.array([*offset, offset[0] + size, offset[1] + size], np.float32)
-    return Face(box=box, score=1.0, keypoints5=keypoints, landmarks=np.zeros((478, 3), np.float32))
 
 
 def styleganex_graph(path: Path) -> Path:

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx_graphs import affine_graph, arcface_graph, swapper_graph
+from onnx_graphs import affine_graph, arcface_graph, create_face, create_frame, swapper_graph
 
 from facegate.engine.models.face_helper import (
-    WARP_TEMPLATES,
     explode_pixel_boost,
     implode_pixel_boost,
 )
@@ -24,25 +23,18 @@ from facegate.engine.models.swap_models import (
     read_emap,
 )
 from facegate.engine.swap.options import FaceSwapperOptions
-from facegate.engine.types import Face
 
 ARC_W = np.random.default_rng(3).normal(size=(3, 512)).astype(np.float32)
 
 
-def create_frame(height: int = 240, width: int = 320) -> np.ndarray:
-    rng = np.random.default_rng(11)
-    return rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
-
-
-def create_face(template: str, size: int, offset: tuple[int, int]) -> Face:
-    """A face whose key points sit exactly on ``template`` scaled to ``size`` and shifted by
-    an integer offset: the aligned crop is then a plain copy of the frame window."""
-    keypoints = (WARP_TEMPLATES[template] * size + np.array(offset)).astype(np.float32)
-    box = np.array([offset[0], offset[1], offset[0] + size, offset[1] + size], np.float32)
-    return Face(box=box, score=1.0, keypoints5=keypoints, landmarks=np.zeros((478, 3), np.float32))
-
-
-def create_hub(tmp_path: Path, swapper: str, gain: tuple[float, float, float]) -> ModelHub:
+def create_hub(
+    tmp_path: Path,
+    swapper: str,
+    gain: tuple[float, float, float],
+    pool: InferencePool | None = None,
+) -> ModelHub:
+    """A store with ``swapper`` (a stand-in that multiplies each RGB channel by ``gain``),
+    the ArcFace stand-in and the embedding converters, served by ``pool``."""
     store = ModelStore(tmp_path / "models", include_builtins=False)
     spec = SWAPPERS[swapper]
     graph = swapper_graph(tmp_path / f"{swapper}.onnx", spec.size, gain)
@@ -52,7 +44,7 @@ def create_hub(tmp_path: Path, swapper: str, gain: tuple[float, float, float]) -
     for name, scale in (("crossface_simswap", 2.0), ("crossface_ghost", 3.0)):
         conv = affine_graph(tmp_path / f"{name}.onnx", "input", "output", [1, 512], scale, 0.0)
         store.add(name, "v1", {"model": conv}, kind="embedding_converter", licence="t")
-    return ModelHub(store, InferencePool())
+    return ModelHub(store, pool or InferencePool())
 
 
 def test_arcface_crop_is_the_aligned_window_normalised() -> None:
