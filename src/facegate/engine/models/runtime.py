@@ -5,12 +5,15 @@ safe to call concurrently), bounded by an LRU on estimated memory (the file size
 Execution providers are chosen from what is installed: CUDA first when ``onnxruntime-gpu``
 is present (the ``cuda`` variant of the container image installs it in place of
 ``onnxruntime``), else the CPU; asking for ``cuda`` where it is missing is an error, never a
-silent run on the CPU. An evicted session stays valid for whoever still holds it; the pool
+silent run on the CPU. Before the first CUDA session the CUDA and cuDNN libraries are loaded
+from the ``nvidia-*`` wheels installed beside onnxruntime-gpu (or the loader's default paths).
+An evicted session stays valid for whoever still holds it; the pool
 only stops handing it out.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -159,12 +162,26 @@ class InferencePool:
             self.stats.evictions += 1
 
     def _load_onnx(self, path: Path, providers: tuple[str, ...]) -> ort.InferenceSession:
+        if PREFERRED_PROVIDERS[0] in providers:
+            load_cuda_libraries()
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self.settings.intra_op_threads
         options.inter_op_num_threads = self.settings.inter_op_threads
         options.log_severity_level = 3
         return ort.InferenceSession(str(path), sess_options=options, providers=list(providers))
+
+
+@functools.cache
+def load_cuda_libraries() -> None:
+    """Load the CUDA and cuDNN libraries that onnxruntime-gpu's CUDA provider links against,
+    once per process. The cuda image variant installs them as ``nvidia-*`` wheels
+    (requirements/cuda.txt), which are not on the loader's path: without this the provider
+    fails to load and onnxruntime runs the session on the CPU. ``preload_dlls`` (onnxruntime
+    >= 1.21) looks in those wheels, then the default paths, and prints what it cannot load."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        preload()
 
 
 def import_ncnn() -> Any:
