@@ -68,3 +68,12 @@ def test_lock_and_dev_do_not_overlap_and_match_the_environment() -> None:
     assert not set(runtime) & set(dev)
     for name, version in {**runtime, **dev}.items():
         assert metadata.version(name) == version, name
+
+
+def test_the_cuda_variant_replaces_only_onnxruntime() -> None:
+    # The Dockerfile deletes lock.txt's onnxruntime line and appends cuda.txt (--no-deps);
+    # pins() fails on a line that is not an exact "name==version".
+    runtime, dev, cuda = pins("lock.txt"), pins("dev.txt"), pins("cuda.txt")
+    assert "onnxruntime" in runtime
+    assert "onnxruntime-gpu" in cuda
+    assert not set(cuda) & (set(runtime) | set(dev))

@@ -180,4 +180,4 @@ def test_dockerfile_passes_hadolint() -> None:
     assert "/healthz" in text
     assert "--no-deps -r requirements/lock.txt" in text
     assert "ARG VARIANT=cpu" in text
-    assert "onnxruntime-gpu" in text
+    assert "requirements/cuda.txt" in text  # the cuda variant's onnxruntime-gpu
