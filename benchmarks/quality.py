@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -22,10 +24,11 @@ import numpy as np
 from benchkit import FACES
 from facegate.engine import mesh
 from facegate.engine.faces import FaceAnalyser
+from facegate.engine.identity import SAME_PERSON_DISTANCE, FaceRecogniser, identity_distance
 from facegate.engine.swap.masks import face_mask, keep_mask, polygon_mask, trimmed_oval
 from facegate.engine.swap.mesh_warp import MeshWarpBackend
 from facegate.engine.swap.options import FaceSwapperOptions
-from facegate.engine.types import Face, Frame
+from facegate.engine.types import Face, FloatArray, Frame
 
 TILE = 160
 
@@ -121,79 +124,213 @@ def tile(frame: Frame, face: Face) -> Frame:
     return cv2.resize(crop, (TILE, TILE), interpolation=cv2.INTER_AREA)
 
 
+def person(name: str) -> str:
+    """Who a photo shows: ``woman_a_*`` files are one person (SOURCES.md), others one each."""
+    parts = name.split("_")
+    return "_".join(parts[:2]) if len(parts) > 2 and len(parts[1]) == 1 else name
+
+
+@dataclass
+class Pair:
+    """One source × target swap and what was measured on it."""
+
+    source: str
+    target: str
+    found: bool
+    landmark_error: float  # % of the target's inter-ocular distance (nan: not found)
+    seam: float
+    seam_ref: float
+    delta_e: float
+    d_source: float  # recogniser distance of the result to the source photo
+    d_target: float  # ... to the target photo
+    d_pair: float  # source photo to target photo
+
+    @property
+    def same_person(self) -> bool:
+        return person(self.source) == person(self.target)
+
+    @property
+    def transferred(self) -> bool:
+        """The result is recognised as the source: under the threshold, nearer than the target."""
+        return self.d_source < SAME_PERSON_DISTANCE and self.d_source < self.d_target
+
+
+def load_photos(analyser: FaceAnalyser, folder: Path) -> dict[str, tuple[Frame, Face]]:
+    """The single-face photos of ``folder`` (the pair is unambiguous) and their face."""
+    photos: dict[str, tuple[Frame, Face]] = {}
+    for path in sorted(folder.iterdir()):
+        frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        faces = analyser.analyse(frame) if frame is not None else []
+        if len(faces) == 1:
+            photos[path.name] = (frame, faces[0])
+    return photos
+
+
+def swap_pair(
+    tools: tuple[FaceAnalyser, FaceRecogniser],
+    backend: MeshWarpBackend,
+    options: FaceSwapperOptions,
+    state: object,
+    target: tuple[Frame, Face],
+) -> tuple[Frame, Face | None, FloatArray]:
+    """The swapped frame, the face found in it (None: none) and its descriptor."""
+    analyser, recogniser = tools
+    frame, face = target
+    out = backend.swap_face(frame.copy(), state, face, options)  # it pastes in place
+    found = analyser.analyse(out)
+    best = min(found, key=lambda f: np.linalg.norm(f.box - face.box)) if found else None
+    return out, best, recogniser.describe(out, best or face)
+
+
+def measure(
+    tools: tuple[FaceAnalyser, FaceRecogniser],
+    backend: MeshWarpBackend,
+    options: FaceSwapperOptions,
+    photos: dict[str, tuple[Frame, Face]],
+    pairs: list[tuple[str, str]],
+    descriptors: dict[str, FloatArray],
+) -> tuple[list[Pair], dict[tuple[str, str], Frame]]:
+    """Every pair swapped and measured; the tiles of the results for the sheets."""
+    results, tiles = [], {}
+    states: dict[str, object] = {}
+    for source, target in pairs:
+        if source not in states:
+            frame, face = photos[source]
+            states[source] = backend.prepare_source([face], [frame], options)
+        frame, face = photos[target]
+        out, best, vector = swap_pair(tools, backend, options, states[source], photos[target])
+        tiles[source, target] = tile(out, face)
+        err = float("nan")
+        if best is not None:
+            gaps = np.linalg.norm(best.landmarks[:, :2] - face.landmarks[:, :2], axis=1)
+            err = 100 * float(gaps.mean()) / face.inter_ocular
+        mask = face_mask(face.landmarks, frame.shape[:2], (0, 0, 0, 0), 0.3)
+        results.append(
+            Pair(
+                source=source,
+                target=target,
+                found=best is not None,
+                landmark_error=err,
+                seam=seam_ratio(out, mask),
+                seam_ref=seam_ratio(frame, mask),
+                delta_e=skin_delta_e(out, frame, face),
+                d_source=identity_distance(vector, descriptors[source]),
+                d_target=identity_distance(vector, descriptors[target]),
+                d_pair=identity_distance(descriptors[source], descriptors[target]),
+            )
+        )
+    return results, tiles
+
+
+def med(values: Iterable[float]) -> float:
+    picked = [v for v in values if not np.isnan(v)]
+    return float(np.median(picked)) if picked else float("nan")
+
+
+def print_pairs(label: str, results: list[Pair]) -> None:
+    print(f"\n[{label}]")
+    print(f"{'source':34} {'target':34} found  err%  seam(ref)   dE00  d(src) d(tgt) d(s,t) id")
+    for r in results:
+        print(
+            f"{r.source:34} {r.target:34} {r.found!s:5} {r.landmark_error:5.1f} "
+            f"{r.seam:5.2f}({r.seam_ref:4.2f}) {r.delta_e:6.1f}  "
+            f"{r.d_source:5.3f}  {r.d_target:5.3f}  {r.d_pair:5.3f} "
+            f"{'yes' if r.transferred else '-'}"
+        )
+
+
+def summary(results: list[Pair]) -> dict[str, float]:
+    """The headline figures over the pairs of different people."""
+    others = [r for r in results if not r.same_person]
+    errors = [r.landmark_error for r in results]
+    return {
+        "pairs": len(others),
+        "transferred %": 100 * float(np.mean([r.transferred for r in others])),
+        "median d(result, source)": med(r.d_source for r in others),
+        "median d(result, target)": med(r.d_target for r in others),
+        "median d(source, target)": med(r.d_pair for r in others),
+        "detected as a face %": 100 * float(np.mean([r.found for r in results])),
+        "landmark error % IO median": med(errors),
+        "landmark error % IO p90": float(np.nanpercentile(errors, 90)),
+        "seam ratio median": med(r.seam for r in results),
+        "skin dE2000 median": med(r.delta_e for r in results),
+    }
+
+
+def print_summaries(columns: dict[str, dict[str, float]], reference: dict[str, float]) -> None:
+    names = list(columns)
+    print(f"\n{'':34}" + "".join(f"{n:>12}" for n in names) + f"{'untouched':>12}")
+    for key in next(iter(columns.values())):
+        values = "".join(f"{columns[n][key]:12.3f}" for n in names)
+        print(f"{key:34}{values}{reference.get(key, float('nan')):12.3f}")
+
+
+def same_person_check(descriptors: dict[str, FloatArray]) -> None:
+    """The metric itself: photos of one person under the threshold, others above."""
+    names = list(descriptors)
+    same, other = [], []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            d = identity_distance(descriptors[a], descriptors[b])
+            (same if person(a) == person(b) else other).append(d)
+    if same:
+        print(
+            f"recogniser check: same-person photo pairs {len(same)}, distances "
+            f"{', '.join(f'{d:.3f}' for d in sorted(same))} (all < {SAME_PERSON_DISTANCE}: "
+            f"{all(d < SAME_PERSON_DISTANCE for d in same)})"
+        )
+    if other:
+        print(
+            f"recogniser check: different-person pairs {len(other)}, min {min(other):.3f}, "
+            f"median {med(other):.3f}, under {SAME_PERSON_DISTANCE}: "
+            f"{sum(d < SAME_PERSON_DISTANCE for d in other)}"
+        )
+
+
+def sheet(names: list[str], photos: dict[str, tuple[Frame, Face]], tiles: dict) -> Frame:
+    """Rows: sources, columns: targets; the originals along the top and the left."""
+    blank = np.zeros((TILE, TILE, 3), np.uint8)
+    rows = [np.hstack([blank] + [tile(*photos[n]) for n in names])]
+    for source in names:
+        cells = [tiles.get((source, target), blank) for target in names]
+        rows.append(np.hstack([tile(*photos[source]), *cells]))
+    return np.vstack(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faces", type=Path, default=FACES)
     parser.add_argument("--out", type=Path, default=Path("out/quality_sheet.png"))
     parser.add_argument("--mask", default="feather", choices=["feather", "poisson"])
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="photo names (a subset to iterate on quickly)"
+    )
+    parser.add_argument("--no-timing", action="store_true", help="skip the 1080p timing")
     args = parser.parse_args()
     analyser = FaceAnalyser()
-    backend = MeshWarpBackend()
-    options = FaceSwapperOptions(mask=args.mask)
-    photos: dict[str, tuple[Frame, Face]] = {}
-    for path in sorted(args.faces.iterdir()):
-        frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        faces = analyser.analyse(frame) if frame is not None else []
-        if len(faces) == 1:  # single-face photos: the pair is unambiguous
-            photos[path.name] = (frame, faces[0])
+    recogniser = FaceRecogniser()
+    photos = load_photos(analyser, args.faces)
+    if args.only:
+        photos = {n: photos[n] for n in photos if any(n.startswith(o) for o in args.only)}
     names = list(photos)
-    header = [np.zeros((TILE, TILE, 3), np.uint8)] + [tile(*photos[n]) for n in names]
-    rows = [np.hstack(header)]
-    detected, errors, seams, seams_ref, deltas = [], [], [], [], []
-    print(f"{'source':34} {'target':34} found  err%  seam(ref)   dE00")
-    for source in names:
-        state = backend.prepare_source([photos[source][1]], [photos[source][0]], options)
-        row = [tile(*photos[source])]
-        for target in names:
-            frame, face = photos[target]
-            if source == target:
-                row.append(np.zeros((TILE, TILE, 3), np.uint8))
-                continue
-            out = backend.swap_face(frame.copy(), state, face, options)  # it pastes in place
-            row.append(tile(out, face))
-            found = analyser.analyse(out)
-            detected.append(bool(found))
-            err = float("nan")
-            if found:
-                best = min(found, key=lambda f: np.linalg.norm(f.box - face.box))
-                err = (
-                    100
-                    * float(
-                        np.linalg.norm(best.landmarks[:, :2] - face.landmarks[:, :2], axis=1).mean()
-                    )
-                    / face.inter_ocular
-                )
-                errors.append(err)
-            mask = face_mask(face.landmarks, frame.shape[:2], (0, 0, 0, 0), 0.3)
-            seam, seam_ref = seam_ratio(out, mask), seam_ratio(frame, mask)
-            de = skin_delta_e(out, frame, face)
-            seams.append(seam)
-            seams_ref.append(seam_ref)
-            deltas.append(de)
-            print(
-                f"{source:34} {target:34} {found != []!s:5} {err:5.1f} "
-                f"{seam:5.2f}({seam_ref:4.2f}) {de:6.1f}"
-            )
-        rows.append(np.hstack(row))
+    descriptors = {n: recogniser.describe(*photos[n]) for n in names}
+    same_person_check(descriptors)
+    pairs = [(s, t) for s in names for t in names if s != t]
+    options = FaceSwapperOptions(mask=args.mask)
+    backend = MeshWarpBackend()
+    results, tiles = measure((analyser, recogniser), backend, options, photos, pairs, descriptors)
+    print_pairs("mesh_warp", results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(args.out), np.vstack(rows))
-
-    def med(values: list[float]) -> float:
-        return float(np.nanmedian(values)) if values else float("nan")
-
-    print(f"\npairs {len(detected)}  mask {args.mask}")
-    print(f"detected as a face: {100 * np.mean(detected):.1f} %")
-    print(
-        f"landmark error % IO: median {med(errors):.2f}  p90 {np.nanpercentile(errors, 90):.2f}"
-        f"  max {np.nanmax(errors):.2f}"
-    )
-    print(f"seam energy ratio: median {med(seams):.2f} (untouched targets {med(seams_ref):.2f})")
-    print(
-        f"skin dE2000 cheeks vs target forehead: median {med(deltas):.1f}"
-        f" (untouched targets {med([skin_delta_e(f, f, fc) for f, fc in photos.values()]):.1f})"
-    )
+    cv2.imwrite(str(args.out), sheet(names, photos, tiles))
+    untouched = {
+        "seam ratio median": med(r.seam_ref for r in results),
+        "skin dE2000 median": med(skin_delta_e(f, f, fc) for f, fc in photos.values()),
+    }
+    print(f"\nmask {args.mask}; figures over pairs of different people, realism over all")
+    print_summaries({"mesh_warp": summary(results)}, untouched)
     print(f"sheet: {args.out}")
-    time_1080p(backend, options, photos)
+    if not args.no_timing:
+        time_1080p(backend, options, photos)
 
 
 def time_1080p(
