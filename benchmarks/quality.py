@@ -1,8 +1,16 @@
 """Quality of the built-in swap over every source × target pair of a folder of faces.
 
     .venv/bin/python benchmarks/quality.py [--faces DIR] [--out out/quality_sheet.png]
+        [--only NAME_PREFIX ...] [--no-timing]
 
-Per pair and in total: the output still detected as a face (rate); landmark error of the
+Pairs: every source × target of the folder's single-face photos. Identity, by an independent
+recogniser (dlib's ResNet descriptor, ``engine.identity``; under 0.6 = one person): per pair
+d(result, source), d(result, target), d(source, target); "identity transferred" = the result
+is under 0.6 from the source and nearer the source than the target. Rates and medians are over
+pairs of different people; person A's three photos (``woman_a_*``) check the metric itself
+(their distances must be under 0.6, every other pair's over).
+
+Realism, per pair and in total: the output still detected as a face (rate); landmark error of the
 output's mesh vs the target's, in % of the target's inter-ocular distance; seam energy (mean
 gradient magnitude of L* on the mask border ÷ inside the face, the same ratio on the
 untouched target printed beside it); skin colour ΔE (CIEDE2000) between the swapped cheeks
