@@ -12,7 +12,8 @@ def test_models_add_list_verify(tmp_path: Path) -> None:
     weights = tmp_path / "gfpgan_1.4.onnx"
     weights.write_bytes(b"not really onnx, the store only checks sha256")
     store = str(tmp_path / "models")
-    runner = CliRunner()
+    # models add records its audit event in this database
+    runner = CliRunner(env={"FACEGATE_DATABASE_URL": f"sqlite:///{tmp_path}/facegate.db"})
     added = runner.invoke(
         main,
         [

@@ -111,7 +111,7 @@ def test_watch_reapplies_on_edit_and_symlink_swap(tmp_path: Path) -> None:
     for _ in watch_changes(
         watched, interval=0.0, should_stop=lambda: len(seen) >= 2, sleep=swap_after_first_apply
     ):
-        apply_file(factory, watched)
+        apply_file(factory, watched, "cli:test")
         with factory() as session:
             seen.append(TenancyService(session).get_policy("acme").max_concurrent_jobs)
     engine.dispose()

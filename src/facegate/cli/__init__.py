@@ -18,6 +18,7 @@ from facegate.allocator import tune_allocator
 COMMANDS: dict[str, str] = {
     "api": "facegate.cli.api:api",
     "audit": "facegate.cli.audit:audit",
+    "bans": "facegate.cli.bans:bans",
     "deploy": "facegate.cli.deploy:deploy",
     "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +28,15 @@ def database_option(function: click.decorators.FC) -> click.decorators.FC:
         default=None,
         help="Database URL (default: FACEGATE_DATABASE_URL or sqlite:///./var/facegate.db).",
     )(function)
+
+
+def cli_actor() -> str:
+    """Who runs this command, as the audit trail names it: ``cli:<os user>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        user = f"uid{os.getuid()}"
+    return f"cli:{user}"
 
 
 def load_settings(database_url: str | None = None) -> Settings:

@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import click
 
-from facegate.cli.common import database_option, transaction
+from facegate.cli.common import cli_actor, database_option, transaction
 from facegate.db import utcnow
+from facegate.tenancy.audited import create_key, revoke_key
 from facegate.tenancy.principal import ALL_SCOPES
 from facegate.tenancy.schemas import KeyCreate
 from facegate.tenancy.service import TenancyService
@@ -39,13 +40,13 @@ def create(
     expires_in_days: int | None,
     database_url: str | None,
 ) -> None:
-    """Create a key and print it. It is shown only this once (stored hashed)."""
+    """Create a key and print it. It is shown only this once (stored hashed; audited)."""
     expires_at = utcnow() + timedelta(days=expires_in_days) if expires_in_days else None
     request = KeyCreate.model_validate(
         {"name": name, "scopes": list(scopes), "expires_at": expires_at}
     )
     with transaction(database_url) as session:
-        created = TenancyService(session).create_key(tenant_id, request)
+        created = create_key(session, cli_actor(), tenant_id, request)
     click.echo(
         f"key/{created.key.id} created for tenant/{tenant_id} "
         f"scopes={','.join(created.key.scopes)}",
@@ -76,6 +77,7 @@ def list_keys(tenant_id: str, database_url: str | None) -> None:
 @click.argument("key_id")
 @database_option
 def revoke(tenant_id: str, key_id: str, database_url: str | None) -> None:
+    """Revoke a key: it answers 401 from now on (audited)."""
     with transaction(database_url) as session:
-        TenancyService(session).revoke_key(tenant_id, key_id)
+        revoke_key(session, cli_actor(), tenant_id, key_id)
     click.echo(f"key/{key_id} revoked")

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import click
 
+from facegate.cli.common import cli_actor, database_option, transaction
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.models.manifest import MODEL_KINDS
 from facegate.engine.models.store import ModelStore
+from facegate.observability.audit import MODEL_INSTALL, model_installed_details, record_audit
 
 
 def _store(models_dir: str | None) -> ModelStore:
@@ -85,6 +87,7 @@ def verify(models_dir: str | None, tenant: str | None, names: tuple[str, ...]) -
 @click.option("--licence", required=True, help="Licence of the weights, e.g. Apache-2.0.")
 @click.option("--role", "roles", multiple=True, help="Role of each file (default: model).")
 @click.option("--input", "input_json", default=None, help="Input spec as JSON (size, scale...).")
+@database_option
 def add(
     models_dir: str | None,
     tenant: str | None,
@@ -95,8 +98,10 @@ def add(
     licence: str,
     roles: tuple[str, ...],
     input_json: str | None,
+    database_url: str | None,
 ) -> None:
-    """Copy FILES in as NAME:TAG with a manifest recording their sha256."""
+    """Copy FILES in as NAME:TAG with a manifest recording their sha256 (audited as
+    ``model.install`` with the actor cli:<os user>, in the database of FACEGATE_DATABASE_URL)."""
     if roles and len(roles) != len(files):
         raise click.UsageError("give one --role per file, or none")
     role_names = roles or (
@@ -104,15 +109,26 @@ def add(
     )
     try:
         spec = json.loads(input_json) if input_json else None
-        version = _store(models_dir).add(
-            name,
-            tag,
-            {role: Path(f) for role, f in zip(role_names, files, strict=True)},
-            kind=kind,
-            licence=licence,
-            tenant=tenant,
-            input_spec=spec,
-        )
+        # The install happens inside the audit's transaction: a failed install records
+        # nothing, and an install is never left without its event.
+        with transaction(database_url) as session:
+            version = _store(models_dir).add(
+                name,
+                tag,
+                {role: Path(f) for role, f in zip(role_names, files, strict=True)},
+                kind=kind,
+                licence=licence,
+                tenant=tenant,
+                input_spec=spec,
+            )
+            record_audit(
+                session,
+                cli_actor(),
+                MODEL_INSTALL,
+                f"model:{name}:{tag}",
+                model_installed_details(version),
+                tenant_id=tenant,
+            )
     except (ModelUnavailable, ValueError) as exc:
         raise click.ClickException(getattr(exc, "detail", str(exc))) from None
     for item in version.files:

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import click
 
-from facegate.cli.common import database_option, load_settings, open_database, transaction
+from facegate.cli.common import (
+    cli_actor,
+    database_option,
+    load_settings,
+    open_database,
+    transaction,
+)
 from facegate.database import SessionFactory
 from facegate.tenancy.apply import ApplyError, apply_file, watch_changes
+from facegate.tenancy.audited import set_status
 from facegate.tenancy.schemas import TenantOut
 from facegate.tenancy.service import TenancyService
 
@@ -38,7 +45,8 @@ def tenant() -> None:
 )
 @database_option
 def apply(path: Path, watch: bool, interval: float, database_url: str | None) -> None:
-    """Create or update tenants declaratively (like kubectl apply)."""
+    """Create or update tenants declaratively (like kubectl apply); each change is audited
+    with the actor cli:<os user>."""
     with open_database(load_settings(database_url)) as factory:
         if not watch:
             _apply_once(factory, path, fail=True)
@@ -53,7 +61,7 @@ def apply(path: Path, watch: bool, interval: float, database_url: str | None) ->
 
 def _apply_once(factory: SessionFactory, path: Path, *, fail: bool) -> None:
     try:
-        results = apply_file(factory, path)
+        results = apply_file(factory, path, cli_actor())
     except ApplyError as exc:
         if fail:
             raise click.ClickException(str(exc)) from exc
@@ -91,9 +99,9 @@ def show(tenant_id: str, database_url: str | None) -> None:
 @click.argument("tenant_id")
 @database_option
 def suspend(tenant_id: str, database_url: str | None) -> None:
-    """Suspend a tenant: its keys and tokens answer 401 until resumed."""
+    """Suspend a tenant: its keys and tokens answer 401 until resumed (audited)."""
     with transaction(database_url) as session:
-        TenancyService(session).set_status(tenant_id, "suspended")
+        set_status(session, cli_actor(), tenant_id, "suspended")
     click.echo(f"tenant/{tenant_id} suspended")
 
 
@@ -101,6 +109,7 @@ def suspend(tenant_id: str, database_url: str | None) -> None:
 @click.argument("tenant_id")
 @database_option
 def resume(tenant_id: str, database_url: str | None) -> None:
+    """Resume a suspended tenant (audited)."""
     with transaction(database_url) as session:
-        TenancyService(session).set_status(tenant_id, "active")
+        set_status(session, cli_actor(), tenant_id, "active")
     click.echo(f"tenant/{tenant_id} active")

@@ -13,6 +13,12 @@ from facegate.engine.models.manifest import MODEL_KINDS
 from facegate.models.installed import model_store_for
 from facegate.models.schemas import ModelList, ModelOut
 from facegate.models.service import ModelService
+from facegate.observability.audit import (
+    MODEL_INSTALL,
+    MODEL_REMOVE,
+    model_installed_details,
+    record_audit,
+)
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
@@ -54,6 +60,13 @@ def upload_model(
     version = _service(request).upload(
         principal.tenant_id, policy, file.file, name=name, tag=tag, kind=kind, licence=licence
     )
+    record_audit(
+        session,
+        principal,
+        MODEL_INSTALL,
+        f"model:{version.name}:{version.tag}",
+        model_installed_details(version),
+    )
     response.headers["Location"] = f"/v1/models/{version.name}/{version.tag}"
     return ModelOut.of(version)
 
@@ -65,7 +78,10 @@ def list_models(request: Request, principal: ReadPrincipal) -> ModelList:
 
 
 @router.delete("/models/{name}/{tag}", status_code=204, response_class=Response)
-def delete_model(name: str, tag: str, request: Request, principal: WritePrincipal) -> Response:
+def delete_model(
+    name: str, tag: str, request: Request, session: SessionDep, principal: WritePrincipal
+) -> Response:
     """Remove one of the calling tenant's own model versions."""
     _service(request).delete(principal.tenant_id, name, tag)
+    record_audit(session, principal, MODEL_REMOVE, f"model:{name}:{tag}")
     return Response(status_code=204)

@@ -9,8 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
-from facegate.api.deps import AdminDep
+from facegate.api.deps import AdminDep, SessionDep
 from facegate.api.errors import PROBLEM_RESPONSES, BadRequest, NotFound
+from facegate.observability.audit import IP_UNBAN, record_audit
 from facegate.ratelimit.bans import Ban
 from facegate.ratelimit.gateway import Gateway
 
@@ -54,7 +55,8 @@ def list_bans(request: Request, _admin: AdminDep) -> list[BanOut]:
 def unban(
     ip: str,
     request: Request,
-    _admin: AdminDep,
+    session: SessionDep,
+    admin: AdminDep,
     forget: Annotated[
         bool, Query(description="Also forget past bans (the next one starts short again)")
     ] = False,
@@ -66,4 +68,5 @@ def unban(
         raise BadRequest(f"{ip!r} is not an IP address") from None
     if not _gateway(request).bans.unban(address, forget=forget):
         raise NotFound(f"{address} is not banned")
+    record_audit(session, admin, IP_UNBAN, f"ip:{address}", {"forget": forget})
     return Response(status_code=204)

@@ -24,8 +24,9 @@ import yaml
 from pydantic import ValidationError
 
 from facegate.database import SessionFactory, session_scope
+from facegate.tenancy.audited import apply_tenant
 from facegate.tenancy.schemas import TenantSpec
-from facegate.tenancy.service import ApplyOutcome, TenancyService
+from facegate.tenancy.service import ApplyOutcome
 
 
 class ApplyError(Exception):
@@ -65,19 +66,21 @@ def load_specs(text: str) -> list[TenantSpec]:
     return specs
 
 
-def apply_specs(factory: SessionFactory, specs: list[TenantSpec]) -> list[AppliedTenant]:
-    """Apply all specs in one transaction: either the whole file takes effect or none."""
+def apply_specs(
+    factory: SessionFactory, specs: list[TenantSpec], actor: str
+) -> list[AppliedTenant]:
+    """Apply all specs in one transaction: either the whole file takes effect or none, each
+    change audited with ``actor`` (see ``tenancy.audited.apply_tenant``)."""
     with session_scope(factory) as session:
-        service = TenancyService(session)
-        return [AppliedTenant(spec.id, service.apply_tenant(spec)[1]) for spec in specs]
+        return [AppliedTenant(spec.id, apply_tenant(session, actor, spec)) for spec in specs]
 
 
-def apply_file(factory: SessionFactory, path: Path) -> list[AppliedTenant]:
+def apply_file(factory: SessionFactory, path: Path, actor: str) -> list[AppliedTenant]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ApplyError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return apply_specs(factory, load_specs(text))
+    return apply_specs(factory, load_specs(text), actor)
 
 
 def file_fingerprint(path: Path) -> str | None:

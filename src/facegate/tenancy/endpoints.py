@@ -12,6 +12,7 @@ from facegate.api.deps import AdminDep, PrincipalDep, SessionDep
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.observability import audit
 from facegate.observability.audit import record_admin_read, record_audit
+from facegate.tenancy import audited
 from facegate.tenancy.schemas import (
     KeyCreate,
     KeyCreated,
@@ -96,16 +97,12 @@ def delete_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> Respo
 @admin_router.post("/{tenant_id}/suspend")
 def suspend_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> TenantOut:
     """Suspend: the tenant's keys and tokens answer 401 until it is resumed."""
-    tenant = TenancyService(session).set_status(tenant_id, "suspended")
-    record_audit(session, admin, audit.TENANT_SUSPEND, f"tenant:{tenant_id}", tenant_id=tenant_id)
-    return TenantOut.model_validate(tenant)
+    return TenantOut.model_validate(audited.set_status(session, admin, tenant_id, "suspended"))
 
 
 @admin_router.post("/{tenant_id}/resume")
 def resume_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> TenantOut:
-    tenant = TenancyService(session).set_status(tenant_id, "active")
-    record_audit(session, admin, audit.TENANT_RESUME, f"tenant:{tenant_id}", tenant_id=tenant_id)
-    return TenantOut.model_validate(tenant)
+    return TenantOut.model_validate(audited.set_status(session, admin, tenant_id, "active"))
 
 
 @admin_router.get("/{tenant_id}/policy")
@@ -136,15 +133,7 @@ def create_key(
     tenant_id: str, request: KeyCreate, session: SessionDep, admin: AdminDep
 ) -> KeyCreated:
     """Create an API key. The ``token`` is in this response only; it is stored hashed."""
-    created = TenancyService(session).create_key(tenant_id, request)
-    record_audit(
-        session,
-        admin,
-        audit.KEY_CREATE,
-        f"key:{created.key.id}",
-        {"scopes": list(created.key.scopes), "name": created.key.name},
-        tenant_id=tenant_id,
-    )
+    created = audited.create_key(session, admin, tenant_id, request)
     out = KeyOut.model_validate(created.key)
     return KeyCreated(**out.model_dump(), token=created.token)
 
@@ -159,9 +148,7 @@ def list_keys(tenant_id: str, session: SessionDep, admin: AdminDep) -> list[KeyO
 @admin_router.delete("/{tenant_id}/keys/{key_id}")
 def revoke_key(tenant_id: str, key_id: str, session: SessionDep, admin: AdminDep) -> KeyOut:
     """Revoke a key (kept for the audit trail; it answers 401 from now on)."""
-    key = TenancyService(session).revoke_key(tenant_id, key_id)
-    record_audit(session, admin, audit.KEY_REVOKE, f"key:{key_id}", tenant_id=tenant_id)
-    return KeyOut.model_validate(key)
+    return KeyOut.model_validate(audited.revoke_key(session, admin, tenant_id, key_id))
 
 
 router.include_router(admin_router)

@@ -8,6 +8,7 @@ from typing import Any, Final
 from sqlalchemy.orm import Session
 
 from facegate.db import utcnow
+from facegate.engine.models.manifest import ModelVersion
 from facegate.observability.audit.models import AuditEvent
 from facegate.observability.audit.repository import AuditRepository
 from facegate.observability.logging import current_request_id
@@ -26,11 +27,10 @@ SENSITIVE_PROCESSORS: Final = "job.sensitive_processors"
 ADMIN_READ: Final = "admin.read"
 IP_BAN: Final = "ip.ban"
 IP_UNBAN: Final = "ip.unban"
-
-# Processors whose use is audited: they alter identity-bearing traits of a real face.
-SENSITIVE_PROCESSOR_NAMES: frozenset[str] = frozenset(
-    {"face_enhancer", "age_modifier", "expression_restorer"}
-)
+MODEL_INSTALL: Final = "model.install"
+MODEL_REMOVE: Final = "model.remove"
+MODERATION_ALLOWED: Final = "moderation.allowed"
+MODERATION_REFUSED: Final = "moderation.refused"
 
 
 def record_audit(
@@ -63,6 +63,15 @@ def record_audit(
     return AuditRepository(session).append(event)
 
 
+def model_installed_details(version: ModelVersion) -> dict[str, Any]:
+    """What a ``model.install`` event records: kind, licence and each file's sha256."""
+    return {
+        "kind": version.kind,
+        "licence": version.licence,
+        "files": {item.role: item.sha256 for item in version.files},
+    }
+
+
 def record_admin_read(session: Session, principal: Principal, tenant_id: str, what: str) -> None:
     """An admin looked at another tenant's data (its own tenant's reads are not audited)."""
     if principal.is_admin and tenant_id != principal.tenant_id:
@@ -74,7 +83,3 @@ def record_admin_read(session: Session, principal: Principal, tenant_id: str, wh
             {"read": what},
             tenant_id=tenant_id,
         )
-
-
-def sensitive_processors(processors: list[str]) -> list[str]:
-    return sorted(SENSITIVE_PROCESSOR_NAMES.intersection(processors))

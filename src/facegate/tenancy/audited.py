@@ -1,0 +1,90 @@
+"""Administrative actions with their audit event, whatever the door: the admin routes
+(``tenancy.endpoints``, the actor is the admin's principal) and the CLI (the actor is
+``cli:<os user>``) call the same function, so both leave the same action, target and
+details, in the caller's transaction: no change without its event, no event without it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from sqlalchemy.orm import Session
+
+from facegate.observability import audit
+from facegate.observability.audit import record_audit
+from facegate.tenancy.models import ApiKey, Tenant
+from facegate.tenancy.principal import Principal
+from facegate.tenancy.schemas import KeyCreate, PolicyOut, TenantSpec
+from facegate.tenancy.service import ApplyOutcome, CreatedKey, TenancyService
+
+_TENANT_FIELDS = ("name", "status", "isolation", "storage_path_info")
+Actor = Principal | str
+
+
+def _tenant_fields(tenant: Tenant) -> dict[str, Any]:
+    return {field: getattr(tenant, field) for field in _TENANT_FIELDS}
+
+
+def _policy(tenant: Tenant) -> dict[str, Any]:
+    return PolicyOut.model_validate(tenant.policy).model_dump(mode="json")
+
+
+def apply_tenant(session: Session, actor: Actor, spec: TenantSpec) -> ApplyOutcome:
+    """``tenant apply`` of one document: ``tenant.create`` for a new tenant; for a changed
+    one ``tenant.update`` (the changed fields) and/or ``policy.change`` (the new policy),
+    ``tenant.suspend``/``tenant.resume`` when its status changed."""
+    service = TenancyService(session)
+    existing = service.repository.get_tenant(spec.id)
+    before = (_tenant_fields(existing), _policy(existing)) if existing is not None else None
+    tenant, outcome = service.apply_tenant(spec)
+    target = f"tenant:{tenant.id}"
+    if before is None:
+        details = {"policy": spec.policy.model_dump(mode="json")}
+        record_audit(session, actor, audit.TENANT_CREATE, target, details, tenant_id=tenant.id)
+        return outcome
+    fields, policy = before
+    changes = {k: v for k, v in _tenant_fields(tenant).items() if fields[k] != v}
+    status = changes.pop("status", None)
+    if status is not None:
+        action = audit.TENANT_SUSPEND if status == "suspended" else audit.TENANT_RESUME
+        record_audit(session, actor, action, target, tenant_id=tenant.id)
+    if changes:
+        record_audit(session, actor, audit.TENANT_UPDATE, target, changes, tenant_id=tenant.id)
+    if _policy(tenant) != policy:
+        record_audit(
+            session,
+            actor,
+            audit.POLICY_CHANGE,
+            f"{target}/policy",
+            _policy(tenant),
+            tenant_id=tenant.id,
+        )
+    return outcome
+
+
+def set_status(
+    session: Session, actor: Actor, tenant_id: str, status: Literal["active", "suspended"]
+) -> Tenant:
+    """Suspend or resume (``tenant.suspend`` / ``tenant.resume``)."""
+    tenant = TenancyService(session).set_status(tenant_id, status)
+    action = audit.TENANT_SUSPEND if status == "suspended" else audit.TENANT_RESUME
+    record_audit(session, actor, action, f"tenant:{tenant_id}", tenant_id=tenant_id)
+    return tenant
+
+
+def create_key(session: Session, actor: Actor, tenant_id: str, request: KeyCreate) -> CreatedKey:
+    created = TenancyService(session).create_key(tenant_id, request)
+    record_audit(
+        session,
+        actor,
+        audit.KEY_CREATE,
+        f"key:{created.key.id}",
+        {"scopes": list(created.key.scopes), "name": created.key.name},
+        tenant_id=tenant_id,
+    )
+    return created
+
+
+def revoke_key(session: Session, actor: Actor, tenant_id: str, key_id: str) -> ApiKey:
+    key = TenancyService(session).revoke_key(tenant_id, key_id)
+    record_audit(session, actor, audit.KEY_REVOKE, f"key:{key_id}", tenant_id=tenant_id)
+    return key
