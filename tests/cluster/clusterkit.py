@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+import httpx
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
@@ -32,6 +34,12 @@ from facegate.tenancy.models import Policy, Tenant
 
 HERE = Path(__file__).resolve().parent
 FACEGATE = str(Path(sys.executable).with_name("facegate"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def postgres_base_url() -> str:
@@ -96,6 +104,12 @@ class Cluster:
     tmp_path: Path
     lease_seconds: float = 2.0
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: False: workers run the real engine (EngineRunner) instead of the cheap runner.
+    cheap_runner: bool = True
+
+    @property
+    def models_dir(self) -> Path:
+        return self.tmp_path / "models"
 
     @property
     def run_log(self) -> Path:
@@ -109,10 +123,13 @@ class Cluster:
             FACEGATE_DATA_DIR=str(self.tmp_path),
             FACEGATE_JOB_LEASE_SECONDS=str(self.lease_seconds),
             FACEGATE_JOB_POLL_SECONDS="0.5",
+            FACEGATE_MODELS_DIR=str(self.models_dir),
             FACEGATE_WORKER_RUNNER="cheap_runner:CheapRunner",
             FACEGATE_TEST_RUN_LOG=str(self.run_log),
             PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
         )
+        if not self.cheap_runner:
+            env.pop("FACEGATE_WORKER_RUNNER")
         env.pop("FACEGATE_PORT", None)
         return env
 
@@ -123,6 +140,21 @@ class Cluster:
             )
         self.processes.append(process)
         return process
+
+    def start_api(self) -> str:
+        """``facegate api`` on a free port; its base URL once /healthz answers."""
+        port = free_port()
+        self.start("api", "--port", str(port), name="api")
+        base = f"http://127.0.0.1:{port}"
+
+        def api_up() -> bool:
+            try:
+                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(api_up, 60, "the API to start")
+        return base
 
     def start_worker(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         return self.start("worker", "--no-device", "--heartbeat", "0.5", *args, name=name)

@@ -7,7 +7,6 @@ asked: CI=true or FACEGATE_TEST_PG_RESTART=1 (needs root and pg_ctlcluster)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -46,12 +45,6 @@ def restart_postgres() -> None:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def statuses_or_none(engine: Engine) -> dict[str, int] | None:
     try:
         return statuses(engine)
@@ -88,17 +81,7 @@ def test_postgres_restart_while_jobs_run(
             .create_key("acme", KeyCreate(name="t", scopes=["jobs:read"]))
             .token
         )
-    port = free_port()
-    cluster.start("api", "--port", str(port), name="api")
-    base = f"http://127.0.0.1:{port}"
-
-    def api_up() -> bool:
-        try:
-            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_for(api_up, 60, "the API to start")
+    base = cluster.start_api()
     for number in range(2):
         cluster.start_worker(f"worker{number}", "--concurrency", "2")
     jobs = add_jobs(cluster_engine, "acme", 60, seconds=0.1)

@@ -55,12 +55,14 @@ def test_multiprocess_mode_merges_processes(tmp_path: Path) -> None:
 def test_sensitive_processors_are_audited(database: Any) -> None:
     principal = Principal("acme", frozenset({"jobs:write"}), "key:k1")
     with session_scope(create_session_factory(database.engine)) as session:
-        for processors in (["face_swapper"], ["face_swapper", "age_modifier", "face_enhancer"]):
+        hashes = {"source-0": "a" * 64, "target": "b" * 64}
+        for processors in (["face_debugger"], ["face_swapper", "age_modifier", "face_enhancer"]):
             job = Job(
                 id=uuid.uuid4(), tenant_id="acme", kind="image", spec={"processors": processors}
             )
-            audit_submission(session, principal, job)
+            audit_submission(session, principal, job, hashes)
         events = AuditRepository(session).list("acme")
-    assert [(e.action, e.details["processors"], e.actor) for e in events] == [
-        ("job.sensitive_processors", ["age_modifier", "face_enhancer"], "key:k1")
+    assert [(e.action, e.details["processors"], e.actor, e.tenant_id) for e in events] == [
+        ("job.sensitive_processors", ["age_modifier", "face_swapper"], "key:k1", "acme")
     ]
+    assert events[0].details["inputs"] == hashes

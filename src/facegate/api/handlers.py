@@ -25,6 +25,7 @@ ENGINE_STATUS: dict[type[engine_errors.EngineError], tuple[int, str]] = {
     engine_errors.InvalidOptions: (422, "Invalid options"),
     engine_errors.ModelUnavailable: (503, "Model unavailable"),
     engine_errors.Cancelled: (409, "Cancelled"),
+    engine_errors.ContentPolicyViolation: (422, "Content policy violation"),
 }
 
 _HTTP_SLUGS = {

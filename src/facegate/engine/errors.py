@@ -63,9 +63,10 @@ class Cancelled(EngineError):
 
 
 class ContentPolicyViolation(EngineError):
-    """Moderation blocked an input or output (``what`` was checked, ``score`` it got)."""
+    """Moderation blocked an input or output (``what`` was checked, ``score`` it got; the
+    score is for logs, never for the client: it would help tune content past the check)."""
 
-    code = "content-policy"
+    code = "content-policy-violation"
 
     def __init__(self, detail: str, *, what: str, score: float, threshold: float) -> None:
         super().__init__(detail)

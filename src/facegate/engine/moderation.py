@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import av
+import av.error
 import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from facegate.engine.errors import ContentPolicyViolation, InvalidOptions
+from facegate.engine.errors import ContentPolicyViolation, CorruptMedia, InvalidOptions
 from facegate.engine.models.hub import ModelHub, OnnxModel, default_hub
 from facegate.engine.types import Frame
 
@@ -85,7 +88,7 @@ class Moderator:
         self, what: str, frames: Sequence[Frame], policy: ModerationPolicy
     ) -> ModerationResult:
         """Score ``frames`` (one image, or the sampled frames of a video) and raise
-        ``ContentPolicyViolation`` naming ``what`` and the score when it is blocked."""
+        ``ContentPolicyViolation`` naming ``what`` (not the score) when it is blocked."""
         scores = tuple(self.scores(frames)) if frames else ()
         flagged = sum(s >= policy.threshold for s in scores)
         ratio = flagged / len(scores) if scores else 0.0
@@ -94,8 +97,8 @@ class Moderator:
         result = ModerationResult(what, scores, policy.threshold, ratio, blocked, top)
         if blocked:
             raise ContentPolicyViolation(
-                f"{what} was refused by content moderation: nsfw score {top:.2f} "
-                f"(threshold {policy.threshold:.2f}; {flagged} of {len(scores)} checked frames)",
+                f"{what} was refused by content moderation"
+                + (f" ({flagged} of {len(scores)} sampled frames)" if len(scores) > 1 else ""),
                 what=what,
                 score=top,
                 threshold=policy.threshold,
@@ -113,3 +116,30 @@ def sample_frames(frames: Iterable[Frame], fps: float, sample_fps: float) -> lis
     """The frames of a stream to check (decoding the rest is the caller's choice)."""
     step = max(1, round(fps / sample_fps))
     return [frame for index, frame in enumerate(frames) if index % step == 0]
+
+
+def sample_video(path: Path, sample_fps: float, max_frames: int = 3600) -> list[Frame]:
+    """Frames of the video file at ``path`` to check: the first one, then one per
+    ``1 / sample_fps`` seconds of presentation time (at most ``max_frames``)."""
+    every = 1.0 / sample_fps
+    frames: list[Frame] = []
+    next_at = 0.0
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for index, picture in enumerate(container.decode(stream)):
+                seconds = (
+                    float(picture.pts * picture.time_base)
+                    if picture.pts is not None and picture.time_base is not None
+                    else index / float(stream.average_rate or 25)
+                )
+                if seconds + 1e-6 < next_at and frames:
+                    continue
+                frames.append(np.asarray(picture.to_ndarray(format="bgr24"), dtype=np.uint8))
+                next_at = seconds + every
+                if len(frames) >= max_frames:
+                    break
+    except (av.error.FFmpegError, IndexError) as exc:
+        raise CorruptMedia(f"the video cannot be read for moderation: {exc}") from None
+    return frames

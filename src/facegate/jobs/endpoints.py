@@ -23,7 +23,7 @@ from facegate.api.errors import (
 from facegate.database import session_scope
 from facegate.engine.errors import MediaTooLarge
 from facegate.engine.image import OUTPUT_FORMATS
-from facegate.engine.processors.registry import default_registry
+from facegate.engine.processors.registry import default_registry, sensitive_processors
 from facegate.jobs.events import job_events
 from facegate.jobs.options import parse_options
 from facegate.jobs.policy import check_spec_allowed
@@ -140,7 +140,7 @@ def submit_job(
             )
             submitted = JobService(write, store).submit(submission, policy)
             if submitted.created:
-                audit_submission(write, principal, submitted.job)
+                audit_submission(write, principal, submitted.job, submitted.input_hashes)
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)
@@ -285,14 +285,17 @@ def get_capabilities(
     store = tenant_store_for(settings.storage_url)
     models = model_store_for(settings.models_dir)
     tenant = principal.tenant_id
+    processors = [
+        p
+        for p in default_registry().names()
+        if policy.allows_processor(p) and processor_installed(models, tenant, p)
+    ]
     return Capabilities(
-        processors=[
-            p
-            for p in default_registry().names()
-            if policy.allows_processor(p) and processor_installed(models, tenant, p)
-        ],
+        processors=processors,
+        sensitive_processors=sensitive_processors(processors),
         models=[m for m in installed_models(models, tenant) if policy.allows_model(m)],
         output_formats=list(OUTPUT_FORMATS),
+        moderation=policy.moderation,
         limits=Limits(
             max_input_bytes=policy.max_input_bytes,
             max_input_pixels=policy.max_input_pixels,

@@ -15,7 +15,9 @@ from typing import Any, Literal, Protocol
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.types import Frame
 from facegate.jobs.models import Job
+from facegate.jobs.moderation import JobModeration
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.models.requests import model_request_for
 from facegate.storage.base import data_size
@@ -68,6 +70,9 @@ class JobOutput:
     # Model name -> tag the run used (the tenant's pins / A/B variant), stored on the job.
     models_used: dict[str, str] = field(default_factory=dict)
     scratch: Path | None = None
+    # What content moderation checked and allowed (inputs, then the output); empty when
+    # the tenant's moderation is off. The worker audits it with the result.
+    moderated: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -106,6 +111,11 @@ def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
     return "png"
 
 
+def source_items(sources: list[LoadedImage]) -> list[tuple[str, Frame]]:
+    """The job's source images as moderation names them (``source image 1``, ...)."""
+    return [(f"source image {i}", s.frame) for i, s in enumerate(sources, start=1)]
+
+
 class EngineRunner:
     """JobRunner on the real engine: decode, Pipeline(spec).run_image, encode (video jobs:
     ``jobs.video_runner``)."""
@@ -140,6 +150,8 @@ class EngineRunner:
         if target is None:
             raise RuntimeError(f"job {job.id} has no target input")
         check_output_resolution(spec, policy, target.width, target.height)
+        moderation = JobModeration(job.tenant_id, policy.moderation)
+        moderation.check_inputs([*source_items(sources), ("target image", target.frame)])
         pipeline = Pipeline(spec)
         models_used: dict[str, str] = {}
         frame = pipeline.run_image(
@@ -150,6 +162,7 @@ class EngineRunner:
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
             models_used=models_used,
         )
+        moderation.check_output(frame)  # before the result is encoded, marked and stored
         fmt = output_format(spec, target)
         alpha = (
             target.alpha
@@ -169,4 +182,5 @@ class EngineRunner:
             input_pixels=input_pixels,
             input_bytes=input_bytes,
             models_used=models_used,
+            moderated=tuple(moderation.checked),
         )

@@ -124,8 +124,13 @@ class Capabilities(BaseModel):
     """What the calling tenant may use."""
 
     processors: list[str]
+    sensitive_processors: list[str] = Field(
+        description="Of ``processors``, those whose use is audited (and needs a consent "
+        "attestation per source when the policy requires consent)"
+    )
     models: list[str]
     output_formats: list[str]
+    moderation: bool = Field(description="Inputs and outputs are checked by content moderation")
     limits: Limits
 
 

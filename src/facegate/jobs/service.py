@@ -7,6 +7,7 @@ does not commit (``Submission.written``), so a refused request leaves nothing be
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 
@@ -54,6 +55,8 @@ class Submission:
 class Submitted:
     job: Job
     created: bool  # False: an earlier submission with the same Idempotency-Key
+    # input name -> sha256 of its bytes (the audit of sensitive jobs; empty when not created)
+    input_hashes: dict[str, str] = field(default_factory=dict)
 
 
 class JobService:
@@ -131,7 +134,7 @@ class JobService:
             max_attempts=MAX_ATTEMPTS,
             idempotency_key=request.idempotency_key,
         )
-        names: list[str] = []
+        hashes: dict[str, str] = {}
         uploads = [
             (f"source-{i}", data, _image_type(img))
             for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
@@ -139,10 +142,10 @@ class JobService:
         uploads.append(("target", request.target, target_type))
         for name, data, content_type in uploads:
             self._store_input(request, job.id, name, data, content_type)
-            names.append(name)
-        job.inputs = names
+            hashes[name] = hashlib.sha256(data).hexdigest()
+        job.inputs = list(hashes)
         self.jobs.add(job)
-        return Submitted(job, created=True)
+        return Submitted(job, created=True, input_hashes=hashes)
 
     @staticmethod
     def _check_target(

@@ -19,8 +19,9 @@ from facegate.engine.image import ImageLimits, LoadedImage, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.video import VideoProgress
 from facegate.jobs.models import Job
+from facegate.jobs.moderation import JobModeration
 from facegate.jobs.policy import check_spec_allowed
-from facegate.jobs.runner import JobOutput, ProgressFn
+from facegate.jobs.runner import JobOutput, ProgressFn, source_items
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
@@ -86,6 +87,9 @@ def run_video_job(
                 input_bytes += len(data)
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
+        moderation = JobModeration(job.tenant_id, policy.moderation)
+        moderation.check_inputs(source_items(sources))
+        moderation.check_input_video("target video", target)
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
@@ -100,6 +104,7 @@ def run_video_job(
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
+        moderation.check_output_video(dst)  # before the result is marked and stored
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -114,4 +119,5 @@ def run_video_job(
         compute_seconds=time.perf_counter() - started,
         input_pixels=source_pixels + info.width * info.height * info.frames,
         input_bytes=input_bytes,
+        moderated=tuple(moderation.checked),
     )

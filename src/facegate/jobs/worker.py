@@ -26,13 +26,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from facegate.api.errors import ProblemError
 from facegate.database import session_scope
 from facegate.db import utcnow
-from facegate.engine.errors import Cancelled, EngineError
+from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineError
 from facegate.jobs import leases
 from facegate.jobs.claim import Claim, JobClaimer, LockingClaimer
 from facegate.jobs.models import Job
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
-from facegate.observability.jobs import observe_finished
+from facegate.observability.jobs import audit_moderation, observe_finished
 from facegate.observability.metrics import worker_heartbeat
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
@@ -253,6 +253,7 @@ class WorkerPool:
                 "failed",
                 job=job,
                 began=started,
+                refused=exc.what if isinstance(exc, ContentPolicyViolation) else None,
                 error_type=error_type,
                 error_detail=exc.detail,
             )
@@ -344,6 +345,7 @@ class WorkerPool:
                 if not done:
                     raise _LeaseLost
                 record_job_usage(session, job, "succeeded", consumption)
+                audit_moderation(session, job, output.moderated)
         except _LeaseLost:
             bound.warning("job.lease_lost_before_finish")
             return
@@ -399,6 +401,7 @@ class WorkerPool:
         *,
         job: Job | None = None,
         began: float | None = None,
+        refused: str | None = None,
         **values: object,
     ) -> None:
         # A job that ran without a result still used compute: it is metered (status says
@@ -413,6 +416,8 @@ class WorkerPool:
             )
             if done and job is not None:
                 record_job_usage(session, job, status, consumption)
+                if refused is not None:  # content moderation refused an input or the output
+                    audit_moderation(session, job, (), refused)
         if done:
             if job is not None:
                 observe_finished(job, status, consumption)

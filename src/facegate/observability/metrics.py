@@ -84,6 +84,12 @@ MODEL_LOAD = Histogram(
     ["kind"],
     buckets=LOAD_BUCKETS,
 )
+MODERATION_DECISIONS = Counter(
+    "facegate_moderation_decisions_total",
+    "Content moderation decisions: one per checked input or output (allowed / refused), "
+    "one per job of a tenant whose moderation is off (disabled).",
+    ["tenant", "decision"],
+)
 WORKER_HEARTBEAT = Gauge(
     "facegate_worker_heartbeat_timestamp_seconds",
     "Unix time of the last maintenance pass of this process's worker pool.",
@@ -127,6 +133,10 @@ def request_rate_limited(tenant_id: str | None, limit: str) -> None:
 def request_banned() -> None:
     """Called when a request from a banned IP is refused."""
     BANNED.inc()
+
+
+def moderation_decision(tenant_id: str, decision: str) -> None:
+    MODERATION_DECISIONS.labels(tenant_label(tenant_id), decision).inc()
 
 
 def model_loaded(kind: str, seconds: float) -> None:

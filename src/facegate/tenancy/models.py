@@ -93,7 +93,8 @@ class Policy(Base):
     storage_quota_bytes: Mapped[int] = mapped_column(BigInteger, default=1024**3)
     retention_days: Mapped[int] = mapped_column(Integer, default=7)
     priority: Mapped[int] = mapped_column(Integer, default=0)
-    moderation: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Content moderation of inputs and outputs (jobs.moderation); only an admin turns it off.
+    moderation: Mapped[bool] = mapped_column(Boolean, default=True)
     # Tenant-private models (POST /v1/models) and which tag of each model its jobs use:
     # ``model_tag`` is the specification's MODEL_TAG, ``model_pins`` name -> tag,
     # ``model_splits`` name -> {tag: weight} (A/B, the variant recorded on the job).

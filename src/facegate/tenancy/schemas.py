@@ -45,7 +45,7 @@ class PolicySpec(BaseModel):
     storage_quota_bytes: int = Field(default=1024**3, ge=0, le=2**50)
     retention_days: int = Field(default=7, ge=1, le=3650)
     priority: int = Field(default=0, ge=-100, le=100)
-    moderation: bool = False
+    moderation: bool = True  # admin-only (the policy is); off = no content moderation
     allow_custom_models: bool = False
     model_tag: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", validation_alias="MODEL_TAG"

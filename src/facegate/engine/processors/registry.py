@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -24,6 +25,27 @@ PROCESSORS: dict[str, str] = {
     "age_modifier": "facegate.engine.processors.age_modifier:AgeModifier",
     "expression_restorer": "facegate.engine.processors.expression_restorer:ExpressionRestorer",
 }
+
+
+def processor_class(name: str) -> type[Processor[Any]]:
+    """The class of a processor, imported without creating it (no models are loaded)."""
+    target = PROCESSORS.get(name)
+    if target is None:
+        raise InvalidOptions(f"unknown processor {name!r} (known: {', '.join(sorted(PROCESSORS))})")
+    module_name, attr = target.split(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    assert isinstance(cls, type)
+    assert issubclass(cls, Processor)
+    return cls
+
+
+def sensitive_processors(names: Iterable[str] | None = None) -> list[str]:
+    """The processors that declare ``sensitive = True`` (of ``names``, or all), sorted.
+
+    The one list of sensitive features: the audit (jobs using them), the consent policy and
+    the console (``/v1/capabilities``) all read it from here."""
+    wanted = PROCESSORS if names is None else [n for n in set(names) if n in PROCESSORS]
+    return sorted(name for name in wanted if processor_class(name).sensitive)
 
 
 class ProcessorRegistry:

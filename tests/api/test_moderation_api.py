@@ -1,0 +1,164 @@
+"""Content moderation end to end on the embedded shape (SQLite, in-process workers), with the
+stand-in classifier (tests/moderationkit.py) installed in the model store: a flagged source
+is refused, a flagged output fails the job with nothing stored, a clean job succeeds, and
+the audit trail and the metric show each decision. Only an admin turns moderation off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo, submit, wait_terminal
+from sqlalchemy import select
+from tests.moderationkit import FLAG_OUTPUT, SWAP, decisions, install_standin, marked, options
+from tests.testdata import FACES
+
+from facegate.database import session_scope
+from facegate.engine.video.synth import ClipSpec, make_face_clip
+from facegate.jobs.runtime import workers_service
+from facegate.observability.audit.models import AuditEvent
+from facegate.storage.models import StoredObject
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def audit_events(h: Any, action_prefix: str = "moderation.") -> list[AuditEvent]:
+    with session_scope(h.state.session_factory) as session:
+        rows = session.scalars(select(AuditEvent).order_by(AuditEvent.seq)).all()
+        return [e for e in rows if e.action.startswith(action_prefix)]
+
+
+def outputs_stored(h: Any, job_id: str) -> int:
+    with session_scope(h.state.session_factory) as session:
+        rows = session.scalars(select(StoredObject).where(StoredObject.kind == "outputs")).all()
+        return sum(str(row.job_id) == job_id for row in rows)
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> None:
+    install_standin(tmp_path / "models")
+
+
+@pytest.mark.usefixtures("standin")
+async def test_flagged_source_flagged_output_clean_job(make_client: Any) -> None:
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("modded", **DEBUG_TENANT_POLICY)
+        headers = h.headers("modded")
+        before = decisions((await h.client.get("/metrics")).text, "modded")
+
+        # 1. a flagged source: refused before the job runs, nothing of the job stored
+        response = await submit(h.client, headers, photo(), [marked(photo())], options(SWAP))
+        refused = await wait_terminal(h.client, headers, response.json()["id"])
+        assert refused["status"] == "failed", refused
+        assert refused["error"]["type"] == "content-policy-violation"
+        assert "source image 1" in refused["error"]["detail"]
+        assert "score" not in refused["error"]["detail"]
+        assert outputs_stored(h, refused["id"]) == 0
+
+        # 2. clean inputs whose output is flagged: the job fails, no result is stored
+        response = await submit(h.client, headers, photo(), None, options(FLAG_OUTPUT))
+        flagged = await wait_terminal(h.client, headers, response.json()["id"])
+        assert flagged["status"] == "failed", flagged
+        assert flagged["error"]["type"] == "content-policy-violation"
+        assert flagged["error"]["detail"].startswith("output ")
+        assert outputs_stored(h, flagged["id"]) == 0
+        result = await h.client.get(f"/v1/jobs/{flagged['id']}/result", headers=headers)
+        assert result.status_code == 409
+        assert is_problem(result)
+
+        # 3. a clean swap succeeds, its inputs and output checked
+        response = await submit(
+            h.client, headers, photo(), [photo("man_frontal_glasses.jpg")], options(SWAP)
+        )
+        clean = await wait_terminal(h.client, headers, response.json()["id"])
+        assert clean["status"] == "succeeded", clean
+        assert outputs_stored(h, clean["id"]) == 1
+
+        events = {e.target: e for e in audit_events(h)}
+        assert events[f"job:{refused['id']}"].action == "moderation.refused"
+        assert events[f"job:{refused['id']}"].details["refused"] == "source image 1"
+        assert events[f"job:{flagged['id']}"].details["refused"] == "output"
+        assert events[f"job:{clean['id']}"].action == "moderation.allowed"
+        assert events[f"job:{clean['id']}"].details["allowed"] == [
+            "source image 1",
+            "target image",
+            "output",
+        ]
+        assert all(e.tenant_id == "modded" for e in events.values())
+        # the tenant sees its own moderation events
+        listed = (await h.client.get("/v1/audit", headers=headers)).json()
+        assert {"moderation.refused", "moderation.allowed"} <= {
+            item["action"] for item in listed["events"]
+        }
+
+        after = decisions((await h.client.get("/metrics")).text, "modded")
+        assert after.get("refused", 0) - before.get("refused", 0) == 2
+        # flagged-output job: its target; clean job: source, target, output
+        assert after.get("allowed", 0) - before.get("allowed", 0) == 4
+
+
+@pytest.mark.usefixtures("standin")
+async def test_moderation_off_only_by_an_admin(make_client: Any) -> None:
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("lax", **DEBUG_TENANT_POLICY)
+        tenant = h.headers("lax")
+        admin = h.headers("root", scopes=["admin"])
+        policy = {**DEBUG_TENANT_POLICY, "moderation": False}
+
+        # a tenant key cannot change its policy, moderation included
+        denied = await h.client.put("/v1/admin/tenants/lax/policy", headers=tenant, json=policy)
+        assert denied.status_code == 403
+        assert is_problem(denied)
+        got = await h.client.get("/v1/admin/tenants/lax/policy", headers=admin)
+        assert got.json()["moderation"] is True  # on by default
+
+        changed = await h.client.put("/v1/admin/tenants/lax/policy", headers=admin, json=policy)
+        assert changed.status_code == 200
+        assert changed.json()["moderation"] is False
+        response = await submit(h.client, tenant, photo(), None, options(FLAG_OUTPUT))
+        body = await wait_terminal(h.client, tenant, response.json()["id"])
+        assert body["status"] == "succeeded", body  # not moderated: the marker passes
+        assert f"job:{body['id']}" not in {e.target for e in audit_events(h)}
+        assert decisions((await h.client.get("/metrics")).text, "lax").get("disabled", 0) >= 1
+        change = audit_events(h, "policy.change")[-1]
+        assert change.details["moderation"] is False
+        assert change.actor.startswith("key:")
+
+
+@pytest.mark.usefixtures("standin")
+async def test_video_checked_by_sampled_frames(make_client: Any, tmp_path: Path) -> None:
+    """A flagged frame in the target video refuses it; a flagged output video fails its job."""
+    marked_photo = tmp_path / "marked.jpg"
+    marked_photo.write_bytes(marked((FACES / "woman_a_frontal_blue_wall_02.jpg").read_bytes()))
+    spec = ClipSpec(seconds=2.0, fps=10, width=320, height=240, audio=False)
+    flagged_clip, clean_clip = tmp_path / "flagged.mp4", tmp_path / "clean.mp4"
+    make_face_clip(flagged_clip, marked_photo, spec)
+    make_face_clip(clean_clip, FACES / "woman_a_frontal_blue_wall_02.jpg", spec)
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("video", **DEBUG_TENANT_POLICY)
+        headers = h.headers("video")
+        results = {}
+        for name, clip in (("flagged target", flagged_clip), ("flagged output", clean_clip)):
+            response = await h.client.post(
+                "/v1/jobs",
+                headers=headers,
+                files=[("target", ("clip.mp4", clip.read_bytes(), "video/mp4"))],
+                data=options(FLAG_OUTPUT),
+            )
+            assert response.status_code == 202, response.text
+            results[name] = await wait_terminal(h.client, headers, response.json()["id"])
+        assert results["flagged target"]["status"] == "failed"
+        assert results["flagged target"]["error"]["type"] == "content-policy-violation"
+        assert results["flagged target"]["error"]["detail"].startswith("target video ")
+        assert results["flagged output"]["status"] == "failed"
+        assert results["flagged output"]["error"]["detail"].startswith("output ")
+        # 2 s at one sampled frame a second
+        assert "of 2 sampled frames" in results["flagged output"]["error"]["detail"]
+        for body in results.values():
+            assert outputs_stored(h, body["id"]) == 0
+        refused = {e.target: e.details["refused"] for e in audit_events(h)}
+        assert refused == {
+            f"job:{results['flagged target']['id']}": "target video",
+            f"job:{results['flagged output']['id']}": "output",
+        }
