@@ -113,6 +113,14 @@ def submit_job(
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
     ] = None,
+    consent: Annotated[
+        str | None,
+        Form(
+            description="JSON: the consent attestation of each source image, in order (or one "
+            'object for all): {"attested_by", "statement_version", "attested_at"}; required '
+            "for a sensitive processor when the tenant's policy has require_consent"
+        ),
+    ] = None,
 ) -> JobOut:
     """Queue a swap. Everything is validated before anything is stored; ``202`` with a
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
@@ -137,6 +145,8 @@ def submit_job(
                 options=options,
                 idempotency_key=idempotency_key,
                 written=written,
+                consent=consent,
+                actor=principal.actor,
             )
             submitted = JobService(write, store).submit(submission, policy)
             if submitted.created:
@@ -296,6 +306,7 @@ def get_capabilities(
         models=[m for m in installed_models(models, tenant) if policy.allows_model(m)],
         output_formats=list(OUTPUT_FORMATS),
         moderation=policy.moderation,
+        require_consent=policy.require_consent,
         limits=Limits(
             max_input_bytes=policy.max_input_bytes,
             max_input_pixels=policy.max_input_pixels,

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Row
 
 from facegate.api.errors import UnprocessableEntity
+from facegate.consent.schemas import ConsentRef
 from facegate.jobs.models import Job
 from facegate.jobs.repository import Cursor
 
@@ -63,6 +64,9 @@ class JobOut(BaseModel):
     finished_at: datetime | None
     error: JobError | None
     result: JobResult | None
+    consent: list[ConsentRef] | None = Field(
+        None, description="The consent attestation recorded for each source image"
+    )
     links: JobLinks
 
     @classmethod
@@ -96,6 +100,9 @@ class JobOut(BaseModel):
                 models_used=job.models_used,
             )
             if job.status == "succeeded"
+            else None,
+            consent=[ConsentRef.model_validate(ref) for ref in job.consent]
+            if job.consent
             else None,
             links=JobLinks(self=base, result=f"{base}/result", events=f"{base}/events"),
         )
@@ -131,6 +138,9 @@ class Capabilities(BaseModel):
     models: list[str]
     output_formats: list[str]
     moderation: bool = Field(description="Inputs and outputs are checked by content moderation")
+    require_consent: bool = Field(
+        description="Jobs using a sensitive processor need a consent attestation per source"
+    )
     limits: Limits
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from facegate.api.errors import NotFound, QuotaExceeded, UnprocessableEntity
+from facegate.consent.service import ConsentService
 from facegate.engine.image import ImageInfo, ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.jobs.models import Job
@@ -49,6 +50,9 @@ class Submission:
     options: str | None
     idempotency_key: str | None = None
     written: list[str] = field(default_factory=list)
+    # The ``consent`` form field (consent.schemas) and who submits it (the audit's actor).
+    consent: str | None = None
+    actor: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,10 @@ class JobService:
             raise UnprocessableEntity(
                 f"at most {MAX_SOURCES} source images", type_slug="invalid-options"
             )
+        consent = ConsentService(self.session)
+        consent.check(
+            request.consent, len(request.sources), policy.require_consent, spec.processors
+        )
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
         # Decoded to prove they are sound, not converted: the worker does that when it runs.
         sources = [verify_image(data, limits) for data in request.sources]
@@ -134,15 +142,18 @@ class JobService:
             max_attempts=MAX_ATTEMPTS,
             idempotency_key=request.idempotency_key,
         )
-        hashes: dict[str, str] = {}
         uploads = [
             (f"source-{i}", data, _image_type(img))
             for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
         ]
         uploads.append(("target", request.target, target_type))
+        hashes = {name: hashlib.sha256(data).hexdigest() for name, data, _ in uploads}
+        attested = consent.record(
+            tenant_id, request.actor, request.consent, list(hashes.items())[:-1]
+        )
+        job.consent = [ref.model_dump(mode="json") for ref in attested] or None
         for name, data, content_type in uploads:
             self._store_input(request, job.id, name, data, content_type)
-            hashes[name] = hashlib.sha256(data).hexdigest()
         job.inputs = list(hashes)
         self.jobs.add(job)
         return Submitted(job, created=True, input_hashes=hashes)

@@ -18,6 +18,7 @@ MODEL_MODULES = (
     "facegate.storage.models",
     "facegate.usage.models",
     "facegate.observability.audit.models",
+    "facegate.consent.models",
 )
 
 for module_name in MODEL_MODULES:

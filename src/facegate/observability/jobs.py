@@ -14,6 +14,7 @@ from facegate.engine.processors.registry import sensitive_processors
 from facegate.jobs.models import Job
 from facegate.observability import metrics
 from facegate.observability.audit import (
+    CONSENT_ATTEST,
     MODERATION_ALLOWED,
     MODERATION_REFUSED,
     SENSITIVE_PROCESSORS,
@@ -28,7 +29,10 @@ def audit_submission(
 ) -> None:
     """Audit a job that uses a sensitive processor (those that declare it, see
     ``engine.processors.registry.sensitive_processors``) with the sha256 of each input, in
-    the submission's transaction: no job without its event, no event without its job."""
+    the submission's transaction: no job without its event, no event without its job. The
+    consent attestations the job references are audited too (``consent.attest``)."""
+    if job.consent:
+        record_audit(session, principal, CONSENT_ATTEST, f"job:{job.id}", {"consent": job.consent})
     used = sensitive_processors(list(job.spec.get("processors") or []))
     if used:
         details: dict[str, object] = {

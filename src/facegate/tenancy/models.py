@@ -95,6 +95,8 @@ class Policy(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)
     # Content moderation of inputs and outputs (jobs.moderation); only an admin turns it off.
     moderation: Mapped[bool] = mapped_column(Boolean, default=True)
+    # A job using a sensitive processor needs a consent attestation per source (consent/).
+    require_consent: Mapped[bool] = mapped_column(Boolean, default=False)
     # Tenant-private models (POST /v1/models) and which tag of each model its jobs use:
     # ``model_tag`` is the specification's MODEL_TAG, ``model_pins`` name -> tag,
     # ``model_splits`` name -> {tag: weight} (A/B, the variant recorded on the job).

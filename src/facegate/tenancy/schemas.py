@@ -46,6 +46,8 @@ class PolicySpec(BaseModel):
     retention_days: int = Field(default=7, ge=1, le=3650)
     priority: int = Field(default=0, ge=-100, le=100)
     moderation: bool = True  # admin-only (the policy is); off = no content moderation
+    # Jobs using a sensitive processor must carry a consent attestation per source image.
+    require_consent: bool = False
     allow_custom_models: bool = False
     model_tag: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", validation_alias="MODEL_TAG"
@@ -156,6 +158,7 @@ class PolicyOut(BaseModel):
     retention_days: int
     priority: int
     moderation: bool
+    require_consent: bool = False
     allow_custom_models: bool = False
     model_tag: str | None = None
     model_pins: dict[str, str] = Field(default_factory=dict)

@@ -79,6 +79,14 @@ function fps(job) {
   return null;
 }
 
+/** The consent attestation recorded for each source of a job (what the job references). */
+function consentLine(consent) {
+  const items = consent.map((ref) =>
+    `${ref.source}: attested by ${ref.attested_by}, statement ${ref.statement_version}, ` +
+    `${formatTime(ref.attested_at)}`);
+  return h("p", { class: "muted small job-consent" }, `Consent — ${items.join("; ")}`);
+}
+
 function jobRow(job) {
   const percent = Math.round(job.progress * 100);
   const details = [job.stage && job.status === "running" ? job.stage : null];
@@ -107,6 +115,7 @@ function jobRow(job) {
       h("span", { class: "percent" }, `${percent} %`)),
     h("div", { class: "muted small job-details" }, details.filter(Boolean).join(" · ")),
     job.error ? h("p", { class: "error-text" }, job.error.detail || job.error.type) : null,
+    job.consent ? consentLine(job.consent) : null,
     actions.length ? h("div", { class: "job-actions" }, actions) : null);
 }
 

@@ -45,8 +45,13 @@ function renderOptions(caps) {
         h("input", {
           type: "checkbox", name: "processor", value: name, checked: checked.has(name),
         }),
-        ` ${LABELS[name] || name}`)),
+        ` ${LABELS[name] || name}`,
+        // The processors' own declaration (/v1/capabilities): their use is audited.
+        caps.sensitive_processors.includes(name)
+          ? h("span", { class: "badge sensitive", title: "Its use is audited" }, "audited")
+          : null)),
   );
+  updateConsent();
   const format = $("#output-format");
   const chosen = format.value;
   format.replaceChildren(
@@ -186,10 +191,34 @@ function wireDropzone(zone, input, which) {
   });
 }
 
+/** The checked processors that need a consent attestation (none when the plan asks none). */
+function consentNeededFor(processors) {
+  const caps = state.capabilities;
+  if (!caps || !caps.require_consent) return [];
+  return processors.filter((name) => caps.sensitive_processors.includes(name));
+}
+
+function checkedProcessors() {
+  return [...document.querySelectorAll("#processor-list input:checked")].map((input) => input.value);
+}
+
+function updateConsent() {
+  const needing = consentNeededFor(checkedProcessors());
+  $("#consent-field").hidden = !needing.length;
+  $("#consent-processors").textContent = needing.map((name) => LABELS[name] || name).join(", ");
+}
+
+/** One attestation for every source (the API's ``consent`` field), or null. */
+function consentValue(options) {
+  if (!consentNeededFor(options.processors).length || !state.sources.length) return null;
+  return {
+    attested_by: $("#consent-by").value.trim(),
+    statement_version: $("#consent-version").value.trim(),
+  };
+}
+
 function buildOptions() {
-  const processors = [...document.querySelectorAll("#processor-list input:checked")].map(
-    (input) => input.value,
-  );
+  const processors = checkedProcessors();
   const options = {
     processors,
     selector: { mode: $("#selector-mode").value },
@@ -213,6 +242,10 @@ function validate(options) {
   if (options.processors.includes("face_swapper") && !state.sources.length) {
     return "Face swap needs at least one source face image.";
   }
+  const consent = consentValue(options);
+  if (consent && (!consent.attested_by || !consent.statement_version || !$("#consent-confirm").checked)) {
+    return "Your plan requires consent: say who attests it, the statement version, and confirm it.";
+  }
   return null;
 }
 
@@ -227,6 +260,8 @@ async function submit(event) {
   for (const item of state.sources) form.append("source", item.file, item.file.name);
   form.append("target", state.target.file, state.target.file.name);
   form.append("options", JSON.stringify(options));
+  const consent = consentValue(options);
+  if (consent) form.append("consent", JSON.stringify(consent));
   const button = $("#submit-job");
   const bar = $("#upload-progress");
   const text = $("#upload-text");
@@ -262,5 +297,6 @@ export function initSwap({ onSubmitted }) {
   $("#blend").addEventListener("input", () => {
     $("#blend-out").textContent = `${$("#blend").value} %`;
   });
+  $("#processor-list").addEventListener("change", updateConsent);
   $("#swap-form").addEventListener("submit", submit);
 }

@@ -1,0 +1,104 @@
+"""Consent per source face through ``POST /v1/jobs``: with ``require_consent`` a job using a
+sensitive processor needs one attestation per source (refused at the door otherwise, nothing
+stored), an attestation is stored append-only with the source's sha256, the job references
+it, and the audit trail records it; without the policy nothing is asked."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from tests.api.jobhelpers import count_jobs, count_objects, is_problem, job_files, photo
+
+from facegate.consent.models import ConsentAttestation
+from facegate.database import session_scope
+from facegate.db import utcnow
+from facegate.observability.audit.models import AuditEvent
+
+pytestmark = pytest.mark.timeout(120)
+
+POLICY = {"allowed_processors": ["face_swapper", "face_debugger"], "require_consent": True}
+SWAP = json.dumps({"processors": ["face_swapper"]})
+CONSENT = {"attested_by": "Jane Roe (casting, Acme)", "statement_version": "2026-11"}
+
+
+async def post(h: Any, headers: dict[str, str], sources: list[bytes], **data: str) -> Any:
+    return await h.client.post(
+        "/v1/jobs", headers=headers, files=job_files(photo(), sources), data=data
+    )
+
+
+async def test_required_consent_refused_then_recorded(make_client: Any) -> None:
+    async with make_client() as h:
+        h.create_tenant("studio", **POLICY)
+        headers = h.headers("studio")
+        source = photo("man_frontal_glasses.jpg")
+
+        missing = await post(h, headers, [source], options=SWAP)
+        assert missing.status_code == 422
+        assert is_problem(missing)
+        assert missing.json()["type"].endswith("consent-required")
+        assert "face_swapper" in missing.json()["detail"]
+        bad = [
+            [CONSENT, CONSENT],  # two attestations for one source
+            {**CONSENT, "attested_at": (utcnow() + timedelta(days=1)).isoformat()},
+            {**CONSENT, "attested_by": "  "},
+            "not json",
+        ]
+        for consent in bad:
+            raw = consent if isinstance(consent, str) else json.dumps(consent)
+            refused = await post(h, headers, [source], options=SWAP, consent=raw)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["type"].endswith("invalid-consent")
+        assert count_jobs(h.state) == 0
+        assert count_objects(h.state) == 0
+
+        attested_at = (utcnow() - timedelta(days=2)).isoformat()
+        consent = json.dumps([{**CONSENT, "attested_at": attested_at}])
+        accepted = await post(h, headers, [source], options=SWAP, consent=consent)
+        assert accepted.status_code == 202, accepted.text
+        job = accepted.json()
+        [ref] = job["consent"]
+        assert ref["source"] == "source-0"
+        assert ref["source_sha256"] == hashlib.sha256(source).hexdigest()
+        assert ref["attested_by"] == CONSENT["attested_by"]
+        assert ref["statement_version"] == "2026-11"
+        again = (await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)).json()
+        assert again["consent"] == job["consent"]
+
+        with session_scope(h.state.session_factory) as session:
+            row = session.get(ConsentAttestation, uuid.UUID(ref["attestation_id"]))
+            assert row is not None
+            assert (row.tenant_id, row.source_sha256) == ("studio", ref["source_sha256"])
+            assert row.recorded_by.startswith("key:")
+            events = {
+                e.action: e
+                for e in session.scalars(select(AuditEvent).where(AuditEvent.tenant_id == "studio"))
+            }
+        assert events["consent.attest"].target == f"job:{job['id']}"
+        assert events["consent.attest"].details["consent"][0]["attestation_id"] == str(row.id)
+        sensitive = events["job.sensitive_processors"].details
+        assert sensitive["processors"] == ["face_swapper"]
+        assert sensitive["inputs"]["source-0"] == ref["source_sha256"]
+        assert sensitive["inputs"]["target"] == hashlib.sha256(photo()).hexdigest()
+
+
+async def test_consent_asked_only_where_needed(make_client: Any) -> None:
+    async with make_client() as h:
+        h.create_tenant("studio", **POLICY)
+        h.create_tenant("relaxed", allowed_processors=["face_swapper"])
+        studio, relaxed = h.headers("studio"), h.headers("relaxed")
+        caps = (await h.client.get("/v1/capabilities", headers=studio)).json()
+        assert caps["require_consent"] is True
+        # face_debugger is not sensitive: no consent needed even with the policy on
+        debug = json.dumps({"processors": ["face_debugger"]})
+        assert (await post(h, studio, [photo()], options=debug)).status_code == 202
+        # without the policy no consent is asked; one given is still recorded
+        assert (await post(h, relaxed, [photo()], options=SWAP)).status_code == 202
+        given = await post(h, relaxed, [photo()], options=SWAP, consent=json.dumps(CONSENT))
+        assert given.json()["consent"][0]["statement_version"] == "2026-11"
