@@ -11,10 +11,19 @@ from typing import Any
 import pytest
 from jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo, submit, wait_terminal
 from sqlalchemy import select
-from tests.moderationkit import FLAG_OUTPUT, SWAP, decisions, install_standin, marked, options
+from tests.moderationkit import (
+    FLAG_OUTPUT,
+    SWAP,
+    decisions,
+    install_standin,
+    marked,
+    options,
+    standin_classifier,
+)
 from tests.testdata import FACES
 
 from facegate.database import session_scope
+from facegate.engine.models.store import ModelStore
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.jobs.runtime import workers_service
 from facegate.observability.audit.models import AuditEvent
@@ -162,3 +171,21 @@ async def test_video_checked_by_sampled_frames(make_client: Any, tmp_path: Path)
             f"job:{results['flagged target']['id']}": "target video",
             f"job:{results['flagged output']['id']}": "output",
         }
+
+
+@pytest.mark.usefixtures("standin")
+async def test_a_tenants_own_classifier_does_not_replace_the_shared_one(
+    make_client: Any, tmp_path: Path
+) -> None:
+    lenient = tmp_path / "lenient.onnx"
+    lenient.write_bytes(standin_classifier(margin=1e9))  # scores everything 0
+    ModelStore(tmp_path / "models").add(
+        "open_nsfw", "v99", {"model": lenient}, kind="nsfw_classifier", licence="x", tenant="sneaky"
+    )
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("sneaky", allow_custom_models=True, **DEBUG_TENANT_POLICY)
+        headers = h.headers("sneaky")
+        response = await submit(h.client, headers, photo(), [marked(photo())], options(SWAP))
+        body = await wait_terminal(h.client, headers, response.json()["id"])
+        assert body["status"] == "failed", body
+        assert body["error"]["type"] == "content-policy-violation"

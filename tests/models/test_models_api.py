@@ -79,6 +79,15 @@ async def test_upload_list_delete_scoped(make_client: Any) -> None:
         assert (
             await h.client.delete("/v1/models/studio_gfpgan/v1", headers=acme)
         ).status_code == 404
+        # the install and the removal are on the tenant's audit trail (refusals are not)
+        audit = (await h.client.get("/v1/audit", headers=acme)).json()["events"]
+        models = [(e["action"], e["target"]) for e in audit if e["action"].startswith("model.")]
+        assert models == [
+            ("model.install", "model:studio_gfpgan:v1"),
+            ("model.remove", "model:studio_gfpgan:v1"),
+        ]
+        installed = next(e for e in audit if e["action"] == "model.install")
+        assert installed["details"]["files"]["model"] == hashlib.sha256(ENHANCER).hexdigest()
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,11 @@ async def test_bad_keys_ban_the_ip_and_bans_double(
         audit = await h.client.get("/v1/audit", params={"action": "ip.ban"}, headers=admin)
         bans = [e for e in audit.json()["events"] if e["target"] == "ip:203.0.113.5"]
         assert [e["details"]["strikes"] for e in bans] == [1, 2]
+        # and so is the admin's unban, with the admin as its actor
+        unbans = await h.client.get("/v1/audit", params={"action": "ip.unban"}, headers=admin)
+        assert [(e["target"], e["actor"][:4]) for e in unbans.json()["events"]] == [
+            ("ip:203.0.113.5", "key:")
+        ]
 
 
 async def test_unreachable_redis_fail_open(gateway_client: GatewayClient) -> None:
