@@ -89,6 +89,16 @@ class Settings(BaseSettings):
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=10.0, gt=0)
 
+    # Provenance (docs/provenance.md): the folder of the installation's C2PA signing key and
+    # certificate chain (a Kubernetes Secret in the cluster shape); default <data_dir>/provenance.
+    # `facegate provenance init` makes a private CA and signing certificate there.
+    provenance_dir: Path | None = None
+    verify_max_bytes: int = Field(default=200 * 1024**2, ge=1)  # POST /v1/verify uploads
+
+    @property
+    def provenance_path(self) -> Path:
+        return self.provenance_dir or self.data_dir / "provenance"
+
     @property
     def tls_enabled(self) -> bool:
         return self.tls_cert is not None and self.tls_key is not None

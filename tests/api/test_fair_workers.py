@@ -13,6 +13,7 @@ from jobhelpers import DEBUG_TENANT_POLICY, photo, submit, wait_terminal
 
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.worker import WorkerConfig, WorkerPool
+from facegate.provenance.marker import marker_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -47,6 +48,7 @@ async def test_a_long_queue_does_not_starve_another_tenant(make_client: Any) -> 
             h.state.engine,
             tenant_store_for(h.state.settings.storage_url),
             WorkerConfig(workers=3, lease_seconds=30, poll_seconds=0.05),
+            marker=marker_for(h.state.settings.provenance_path, create=True),
         )
         await anyio.to_thread.run_sync(pool.start)
         try:

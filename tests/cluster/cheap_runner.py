@@ -17,6 +17,7 @@ import zlib
 from facegate.engine.errors import Cancelled
 from facegate.jobs.models import Job
 from facegate.jobs.runner import JobOutput, ProgressFn
+from facegate.provenance.marker import JobMark
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 
@@ -59,7 +60,12 @@ class CheapRunner:
         self.tenant_store = tenant_store
 
     def run(
-        self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+        self,
+        job: Job,
+        policy: Policy,
+        cancel: threading.Event,
+        on_progress: ProgressFn,
+        mark: JobMark,
     ) -> JobOutput:
         started = time.perf_counter()
         log_event("start", job)

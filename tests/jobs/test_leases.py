@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from jobfactories import create_job, create_tenant, sessions_of
 from sqlalchemy import Engine, select
@@ -14,6 +15,7 @@ from facegate.jobs import leases
 from facegate.jobs.claim import LockingClaimer
 from facegate.jobs.models import Job
 from facegate.jobs.worker import WorkerConfig, WorkerPool
+from facegate.provenance.marker import marker_for
 from facegate.storage.memory import MemoryStore
 from facegate.storage.tenant import TenantStore
 from facegate.usage.models import UsageRecord
@@ -86,7 +88,7 @@ def test_release_gives_the_job_back_without_spending_an_attempt(db_engine: Engin
     assert job.lease_owner is None
 
 
-def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine) -> None:
+def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine, tmp_path: Path) -> None:
     """Out of attempts, the reaper fails the job: it gets its usage record like any
     finished job (no compute billed: its worker vanished), and only one."""
     sessions = sessions_of(db_engine)
@@ -95,7 +97,12 @@ def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine) -> None:
         job_id = create_job(session, "a", max_attempts=1).id
     claim = LockingClaimer(db_engine).claim("vanished", lease_seconds=0.01)
     assert claim is not None
-    pool = WorkerPool(db_engine, TenantStore(MemoryStore()), WorkerConfig(lease_seconds=0.01))
+    pool = WorkerPool(
+        db_engine,
+        TenantStore(MemoryStore()),
+        WorkerConfig(lease_seconds=0.01),
+        marker=marker_for(tmp_path / "provenance", create=True),
+    )
     time.sleep(0.05)
     pool.reap()
     pool.reap()  # a second sweep finds nothing more to meter

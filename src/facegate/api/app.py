@@ -36,6 +36,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.observability.endpoints:router",
     "facegate.api.faces_endpoints:router",
     "facegate.models.endpoints:router",
+    "facegate.provenance.endpoints:router",
     "facegate.api.console:router",
 )
 

@@ -23,10 +23,12 @@ COMMANDS: dict[str, str] = {
     "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",
     "models": "facegate.cli.models:models",
+    "provenance": "facegate.cli.provenance:provenance",
     "serve": "facegate.cli.serve:serve",
     "swap": "facegate.cli.swap:swap",
     "tenant": "facegate.cli.tenant:tenant",
     "usage": "facegate.cli.usage:usage",
+    "verify": "facegate.cli.provenance:verify",
     "worker": "facegate.cli.worker:worker",
 }
 

@@ -8,6 +8,7 @@ jobs in parallel threads.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -217,9 +218,12 @@ class Pipeline:
         cancel: threading.Event | None = None,
         on_progress: Callable[[VideoProgress], None] | None = None,
         model_request: ModelRequest | None = None,
+        finish_frame: Callable[[Frame, int], Frame] | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
-        nothing appears at ``dst`` unless the run completes). See ``engine.video``."""
+        nothing appears at ``dst`` unless the run completes). See ``engine.video``.
+        ``finish_frame(frame, index)`` runs on every output frame in order, last before the
+        encoder (the service's watermark)."""
         from facegate.engine.video import probe_video, process_video
         from facegate.engine.video.swap import VideoSwap
 
@@ -227,6 +231,7 @@ class Pipeline:
         ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
         work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))
         try:
-            return process_video(src, dst, work.stages(), options, on_progress, ctx.cancel, limits)
+            stages = dataclasses.replace(work.stages(), finish=finish_frame)
+            return process_video(src, dst, stages, options, on_progress, ctx.cancel, limits)
         finally:
             work.close()

@@ -32,6 +32,7 @@ from facegate.jobs.runner import EngineRunner, JobRunner
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.models.requests import use_installation_models
+from facegate.provenance.marker import marker_for
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
 
@@ -157,6 +158,9 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         engine,
         tenant_store,
         config,
+        # A cluster worker signs with the installation's mounted Secret; without it, it
+        # does not start (ProvenanceUnavailable names the folder).
+        marker=marker_for(settings.provenance_path),
         runner=load_runner(options.runner, tenant_store),
         claimer=make_claimer(engine, options.served),
     )

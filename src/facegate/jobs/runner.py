@@ -11,11 +11,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
+from facegate.engine.watermark import embed_watermark
 from facegate.jobs.models import Job
 from facegate.jobs.moderation import JobModeration
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
@@ -23,6 +24,9 @@ from facegate.models.requests import model_request_for
 from facegate.storage.base import data_size
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
+
+if TYPE_CHECKING:
+    from facegate.provenance.marker import JobMark
 
 
 class ProgressFn(Protocol):
@@ -73,6 +77,8 @@ class JobOutput:
     # What content moderation checked and allowed (inputs, then the output); empty when
     # the tenant's moderation is off. The worker audits it with the result.
     moderated: tuple[str, ...] = ()
+    # The C2PA manifest store of a format that cannot embed one (WebM), stored beside it.
+    sidecar: bytes | None = None
 
     @property
     def size(self) -> int:
@@ -94,10 +100,16 @@ class JobOutput:
 
 
 class JobRunner(Protocol):
-    """Turns a claimed job into its output; raises EngineError (or a ProblemError)."""
+    """Turns a claimed job into its output; raises EngineError (or a ProblemError).
+    ``mark`` is the job's watermark: the runner puts it into every frame it encodes."""
 
     def run(
-        self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+        self,
+        job: Job,
+        policy: Policy,
+        cancel: threading.Event,
+        on_progress: ProgressFn,
+        mark: JobMark,
     ) -> JobOutput: ...
 
 
@@ -124,12 +136,17 @@ class EngineRunner:
         self.tenant_store = tenant_store
 
     def run(
-        self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+        self,
+        job: Job,
+        policy: Policy,
+        cancel: threading.Event,
+        on_progress: ProgressFn,
+        mark: JobMark,
     ) -> JobOutput:
         if job.kind == "video":
             from facegate.jobs.video_runner import run_video_job  # imports this module
 
-            return run_video_job(self.tenant_store, job, policy, cancel, on_progress)
+            return run_video_job(self.tenant_store, job, policy, cancel, on_progress, mark)
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
         check_spec_allowed(spec, policy)  # the policy may have changed since submission
@@ -170,6 +187,7 @@ class EngineRunner:
             else None
         )
         on_progress(1.0, "encode")
+        frame = embed_watermark(frame, mark.bits)
         data = encode_image(frame, fmt, spec.output.quality, alpha=alpha)
         height, width = frame.shape[:2]
         return JobOutput(

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from facegate.api.state import AppState
 from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.models.requests import use_installation_models
+from facegate.provenance.marker import marker_for
 from facegate.storage.factory import store_from_url
 from facegate.storage.tenant import TenantStore
 
@@ -61,7 +62,9 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         lease_seconds=settings.job_lease_seconds,
         poll_seconds=settings.job_poll_seconds,
     )
-    pool = WorkerPool(state.engine, tenant_store_for(settings.storage_url), config)
+    # The embedded shape makes its signing identity on first start, as it makes its database.
+    marker = marker_for(settings.provenance_path, create=True)
+    pool = WorkerPool(state.engine, tenant_store_for(settings.storage_url), config, marker=marker)
     await anyio.to_thread.run_sync(pool.start)
     _POOLS[settings.database_url] = pool
     try:

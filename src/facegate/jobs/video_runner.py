@@ -14,10 +14,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.video import VideoProgress
+from facegate.engine.watermark import VideoWatermark
 from facegate.jobs.models import Job
 from facegate.jobs.moderation import JobModeration
 from facegate.jobs.policy import check_spec_allowed
@@ -26,6 +28,9 @@ from facegate.jobs.video import output_format, probe_with_policy, video_limits, 
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
+
+if TYPE_CHECKING:
+    from facegate.provenance.marker import JobMark
 
 #: at most this often a progress row is written (the engine reports every 0.25 s)
 PROGRESS_EVERY_SECONDS = 0.5
@@ -67,7 +72,12 @@ def progress_reporter(
 
 
 def run_video_job(
-    store: TenantStore, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+    store: TenantStore,
+    job: Job,
+    policy: Policy,
+    cancel: threading.Event,
+    on_progress: ProgressFn,
+    mark: JobMark,
 ) -> JobOutput:
     """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput)."""
     started = time.perf_counter()
@@ -102,6 +112,7 @@ def run_video_job(
             cancel=cancel,
             on_progress=progress_reporter(on_progress),
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
+            finish_frame=VideoWatermark(mark.bits),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
         moderation.check_output_video(dst)  # before the result is marked and stored

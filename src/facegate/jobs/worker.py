@@ -34,6 +34,7 @@ from facegate.jobs.repository import JobRepository
 from facegate.jobs.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
 from facegate.observability.jobs import audit_moderation, observe_finished
 from facegate.observability.metrics import worker_heartbeat
+from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
@@ -69,11 +70,13 @@ class WorkerPool:
         tenant_store: TenantStore,
         config: WorkerConfig | None = None,
         *,
+        marker: ResultMarker,
         runner: JobRunner | None = None,
         claimer: JobClaimer | None = None,
     ) -> None:
         self.config = config or WorkerConfig()
         self.tenant_store = tenant_store
+        self.marker = marker  # every result is marked; there is no pool without it
         # Worker transactions write; taking SQLite's write lock at BEGIN avoids the
         # "database is locked" upgrade failure of deferred transactions under WAL.
         self.sessions = sessionmaker(
@@ -228,7 +231,8 @@ class WorkerPool:
             job = leases.load_claimed(session, claim.job_id, claim.lease_owner)
             policy = session.get(Policy, claim.tenant_id)
             cancel_requested = bool(job and job.cancel_requested)
-        if job is None or policy is None:
+            mark = self.marker.issue(session, job) if job is not None else None
+        if job is None or policy is None or mark is None:
             bound.warning("job.claim_lost")
             return
         if cancel_requested:
@@ -238,7 +242,8 @@ class WorkerPool:
         try:
             if flight.cancel.is_set():
                 raise Cancelled("the job was cancelled before it started")
-            output = self.runner.run(job, policy, flight.cancel, self._progress_fn(flight))
+            output = self.runner.run(job, policy, flight.cancel, self._progress_fn(flight), mark)
+            output = self._mark_result(job, mark, output)
         except Cancelled:
             if self._stop.is_set():
                 self._release(flight, bound)
@@ -300,6 +305,15 @@ class WorkerPool:
 
         return report
 
+    def _mark_result(self, job: Job, mark: JobMark, output: JobOutput) -> JobOutput:
+        """The C2PA manifest on the encoded result (the watermark is already in its pixels).
+        A result that cannot be signed is not stored: the job fails saying why."""
+        try:
+            return self.marker.sign(output, mark, list(job.spec.get("processors") or []))
+        except BaseException:
+            output.discard()
+            raise
+
     def _store_result(
         self,
         flight: _InFlight,
@@ -325,6 +339,17 @@ class WorkerPool:
                     content_type=output.content_type,
                     quota_bytes=policy.storage_quota_bytes,
                 )
+                if output.sidecar is not None:
+                    self.tenant_store.put(
+                        session,
+                        tenant_id=claim.tenant_id,
+                        kind="outputs",
+                        job_id=claim.job_id,
+                        name=SIDECAR_NAME,
+                        data=output.sidecar,
+                        content_type="application/c2pa",
+                        quota_bytes=policy.storage_quota_bytes,
+                    )
                 done = leases.finish(
                     session,
                     claim.job_id,
@@ -332,7 +357,7 @@ class WorkerPool:
                     "succeeded",
                     stage="done",
                     progress=1.0,
-                    outputs=[output.name],
+                    outputs=[output.name] + ([SIDECAR_NAME] if output.sidecar else []),
                     output_content_type=output.content_type,
                     result_width=output.width,
                     result_height=output.height,

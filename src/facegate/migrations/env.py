@@ -19,6 +19,7 @@ MODEL_MODULES = (
     "facegate.usage.models",
     "facegate.observability.audit.models",
     "facegate.consent.models",
+    "facegate.provenance.models",
 )
 
 for module_name in MODEL_MODULES:

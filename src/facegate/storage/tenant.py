@@ -37,7 +37,8 @@ KINDS: frozenset[str] = frozenset(get_args(Kind))
 
 TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 NAME_PATTERN = re.compile(
-    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview)(?:\.(?:jpg|png|webp|mp4|webm))?$"
+    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview|manifest)"
+    r"(?:\.(?:jpg|png|webp|mp4|webm|c2pa))?$"
 )
 
 

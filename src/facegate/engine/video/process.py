@@ -50,10 +50,13 @@ _PROGRESS_EVERY = 0.25  # seconds between progress callbacks
 @dataclass(frozen=True)
 class FrameStages:
     """The per-frame work: ``analyse(frame, index)`` in order on one thread (may keep state),
-    then ``render(frame, analysis)`` possibly on several threads (must be thread-safe)."""
+    then ``render(frame, analysis)`` possibly on several threads (must be thread-safe), then
+    ``finish(frame, index)`` in order on the encoding thread, last before the encoder (may
+    keep state: the watermark)."""
 
     render: Callable[[Frame, Any], Frame]
     analyse: Callable[[Frame, int], Any] | None = None
+    finish: Callable[[Frame, int], Frame] | None = None
 
     @classmethod
     def of(cls, frame_fn: Callable[[Frame], Frame]) -> FrameStages:
@@ -226,6 +229,8 @@ class _Run:
             assert isinstance(entry, tuple)
             item: DecodedFrame = entry[0]
             frame = self._result(entry[1])
+            if self.stages.finish is not None:
+                frame = self.stages.finish(frame, item.index)
             output.write_video(bgr_to_encodable(frame, geometry), item.pts)
             self._drain_audio(output)
             done += 1

@@ -1,0 +1,71 @@
+"""``facegate provenance init`` (the installation's private CA and signing certificate) and
+``facegate verify FILE`` (did this installation make it, and which job: the operator's
+view, with everything an admin may see)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from facegate.cli.common import database_option, load_settings, transaction
+from facegate.engine.errors import EngineError
+from facegate.provenance.errors import ProvenanceUnavailable
+from facegate.provenance.keys import CA_FILE, CHAIN_FILE, KEY_FILE, create_keys, load_keys
+from facegate.provenance.verify import verify_file
+from facegate.tenancy.principal import ALL_SCOPES, Principal
+
+_DIR_HELP = "Where the keys live (default: FACEGATE_PROVENANCE_DIR or <data_dir>/provenance)."
+
+
+@click.group()
+def provenance() -> None:
+    """The installation's signing identity for C2PA manifests and watermarks."""
+
+
+@provenance.command("init")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=None, help=_DIR_HELP)
+@click.option("--organisation", default="facegate installation", show_default=True)
+def init(directory: Path | None, organisation: str) -> None:
+    """Make a private CA and a signing certificate (for an installation without its own)."""
+    target = directory or load_settings().provenance_path
+    try:
+        keys = create_keys(target, organisation=organisation)
+    except FileExistsError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"signing identity written to {target}")
+    click.echo(f"  {KEY_FILE} (secret), {CHAIN_FILE}, {CA_FILE}, ca.key (secret)")
+    click.echo(f"  installation id: {keys.installation_id:04x}")
+
+
+@click.command("verify")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--manifest",
+    "sidecar",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The C2PA sidecar of a WebM result.",
+)
+@database_option
+def verify(file: Path, sidecar: Path | None, database_url: str | None) -> None:
+    """Check FILE's C2PA manifest and watermark; print JSON. Exit 0 when this installation
+    made it, 1 when not, 2 on unreadable input."""
+    settings = load_settings(database_url)
+    operator = Principal(tenant_id="", scopes=frozenset(ALL_SCOPES), actor="cli:verify")
+    try:
+        keys = load_keys(settings.provenance_path)
+        with transaction(database_url) as session:
+            result = verify_file(
+                session,
+                keys,
+                file.read_bytes(),
+                operator,
+                max_bytes=max(settings.verify_max_bytes, file.stat().st_size),
+                sidecar=sidecar.read_bytes() if sidecar is not None else None,
+            )
+    except (EngineError, ProvenanceUnavailable) as exc:
+        click.echo(f"error: {exc.detail}", err=True)
+        raise SystemExit(2) from None
+    click.echo(result.model_dump_json(indent=2))
+    raise SystemExit(0 if result.made_by_this_installation else 1)

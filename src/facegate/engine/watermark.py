@@ -1,0 +1,146 @@
+"""An invisible watermark in the pixels: ``invisible-watermark``'s dwtDctSvd, applied on a
+fixed-size canonical copy of the frame so that it survives resizing.
+
+dwtDctSvd (Haar DWT of the U channel, 4x4 DCT blocks, the first singular value quantised per
+bit) is robust to JPEG and brightness but tied to the block grid, so rescaling the picture
+loses it. Here the frame is reduced to ``CANONICAL`` x ``CANONICAL``, marked there, and only
+the difference is scaled back up and added to the full frame: any copy, at any size, reduces
+to the same canonical grid. A 10 % crop is found again by :func:`candidate_views`. The cost is
+fixed whatever the frame's size (the canonical embed), plus one resize and one add.
+
+The package's ``imwatermark/__init__`` imports torch (for its RivaGAN method); the dwtDctSvd
+module itself needs only numpy, OpenCV and PyWavelets, so it is loaded alone from the
+installed package and torch is never installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from facegate.engine.types import Frame
+
+CANONICAL = 256  # side of the canonical square the mark lives in
+STRENGTH = 36  # dwtDctSvd's quantisation step on the U channel (its default)
+MIN_SIDE = 64  # frames smaller than this on a side are not marked (nothing to hold it)
+#: brightness gains and crop paddings tried when reading (the transforms a copy goes through)
+_GAINS = (1 / 1.1, 1 / 0.9)
+_CROP = 0.10
+
+Bits = npt.NDArray[np.uint8]
+Scores = npt.NDArray[np.float64]
+
+
+@cache
+def _dwt_dct_svd() -> ModuleType:
+    spec = importlib.util.find_spec("imwatermark")  # finds the package, runs no __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("invisible-watermark is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "dwtDctSvd.py"
+    module_spec = importlib.util.spec_from_file_location("facegate_imwatermark_svd", path)
+    assert module_spec is not None
+    assert module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def _embedder(bits: Bits) -> object:
+    cls = _dwt_dct_svd().EmbedDwtDctSvd
+    return cls(watermarks=[int(b) for b in bits], wmLen=len(bits), scales=[0, STRENGTH, 0])
+
+
+def markable(frame: Frame) -> bool:
+    height, width = frame.shape[:2]
+    return min(height, width) >= MIN_SIDE
+
+
+def watermark_delta(frame: Frame, bits: Bits) -> npt.NDArray[np.int16]:
+    """What adding the mark changes in ``frame`` (BGR, int16): the canonical copy's change,
+    scaled back to the frame's size. Adding it to a similar frame (the next frames of a
+    video) marks that frame too."""
+    height, width = frame.shape[:2]
+    small = cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA)
+    marked = _embedder(bits).encode(small.copy())  # type: ignore[attr-defined]
+    change = marked.astype(np.float32) - small.astype(np.float32)
+    full = cv2.resize(change, (width, height), interpolation=cv2.INTER_LINEAR)
+    delta: npt.NDArray[np.int16] = np.rint(full).astype(np.int16)
+    return delta
+
+
+def apply_delta(frame: Frame, delta: npt.NDArray[np.int16]) -> Frame:
+    """``frame + delta``, saturated to 0..255 (a new frame)."""
+    out = cv2.add(frame, delta, dtype=cv2.CV_8U)
+    return out.astype(np.uint8, copy=False)
+
+
+def embed_watermark(frame: Frame, bits: Bits) -> Frame:
+    """``frame`` carrying ``bits`` (unchanged when too small to hold a mark)."""
+    if not markable(frame):
+        return frame
+    return apply_delta(frame, watermark_delta(frame, bits))
+
+
+def watermark_scores(frame: Frame, length: int) -> Scores:
+    """Per bit, the share of the frame's blocks that read 1 (0..1; ~0.5: no mark)."""
+    small = cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA)
+    module = _dwt_dct_svd()
+    reader = module.EmbedDwtDctSvd(watermarks=[], wmLen=length, scales=[0, STRENGTH, 0])
+    yuv = cv2.cvtColor(small, cv2.COLOR_BGR2YUV)
+    approximation, _ = module.pywt.dwt2(yuv[:, :, 1].astype(np.float64), "haar")
+    votes: list[list[int]] = [[] for _ in range(length)]
+    reader.decode_frame(approximation, STRENGTH, votes)
+    return np.array([np.mean(v) if v else 0.5 for v in votes], dtype=np.float64)
+
+
+def candidate_views(frame: Frame) -> Iterator[Frame]:
+    """The frame as received, then as it was before the transforms a shared copy commonly
+    goes through and the canonical grid does not absorb: brightness changed by ±10 %, and
+    a crop of up to 10 % (padded back by reflection, centred or from one corner)."""
+    yield frame
+    for gain in _GAINS:
+        yield cv2.convertScaleAbs(frame, alpha=gain).astype(np.uint8, copy=False)
+    height, width = frame.shape[:2]
+    pad_y = round(height / (1 - _CROP) * _CROP)
+    pad_x = round(width / (1 - _CROP) * _CROP)
+    half_y, half_x = pad_y // 2, pad_x // 2
+    for top, bottom, left, right in (
+        (half_y, half_y, half_x, half_x),  # centred crop
+        (pad_y, 0, pad_x, 0),  # the top-left corner cut away
+        (0, pad_y, 0, pad_x),  # the bottom-right corner cut away
+    ):
+        padded = cv2.copyMakeBorder(frame, top, bottom, left, right, cv2.BORDER_REFLECT)
+        yield padded.astype(np.uint8, copy=False)
+
+
+class VideoWatermark:
+    """Marks the frames of one video, in frame order (``FrameStages.finish``).
+
+    The canonical embed runs on one frame in ``REFRESH_FRAMES``; the frames in between get
+    the same change added (consecutive frames are nearly the same picture), so a video pays
+    one embed per refresh plus one add per frame, and every frame carries the mark."""
+
+    REFRESH_FRAMES = 12
+
+    def __init__(self, bits: Bits) -> None:
+        self.bits = bits
+        self._delta: npt.NDArray[np.int16] | None = None
+        self._since = 0
+
+    def __call__(self, frame: Frame, index: int) -> Frame:
+        if not markable(frame):
+            return frame
+        stale = self._delta is None or self._delta.shape != frame.shape
+        if stale or self._since >= self.REFRESH_FRAMES:
+            self._delta = watermark_delta(frame, self.bits)
+            self._since = 0
+        self._since += 1
+        assert self._delta is not None
+        return apply_delta(frame, self._delta)

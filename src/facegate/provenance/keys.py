@@ -1,0 +1,179 @@
+"""The installation's signing identity: a private CA, a signing certificate under it and the
+signing key, as PEM files in one folder (``FACEGATE_PROVENANCE_DIR``; in Kubernetes a Secret
+mounted there). ``facegate provenance init`` makes them for an installation without its own.
+
+The installation id carried by every watermark is derived from the CA certificate, so every
+worker of one installation marks with the same id, and rotating the signing certificate under
+the same CA keeps it (docs/provenance.md, key rotation).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from facegate.provenance.errors import ProvenanceUnavailable
+
+KEY_FILE = "signer.key"  # the signing key (PKCS#8 PEM)
+CHAIN_FILE = "signer.pem"  # the signing certificate, then the CA certificate
+CA_FILE = "ca.pem"  # the trust anchor verification checks against
+CA_KEY_FILE = "ca.key"  # kept only to issue the next signing certificate (key rotation)
+#: bits of the installation id in the watermark payload (facegate.provenance.payload)
+INSTALLATION_BITS = 16
+
+
+@dataclass(frozen=True)
+class InstallationKeys:
+    """What signing and verification need, loaded once per process."""
+
+    key_pem: bytes
+    chain_pem: bytes
+    ca_pem: bytes
+
+    @property
+    def installation_id(self) -> int:
+        return installation_id_of(self.ca_pem)
+
+
+def installation_id_of(ca_pem: bytes) -> int:
+    """A 16-bit id of the installation: the first bytes of the CA certificate's hash."""
+    der = x509.load_pem_x509_certificate(ca_pem).public_bytes(serialization.Encoding.DER)
+    return int.from_bytes(hashlib.sha256(der).digest()[:2], "big")
+
+
+def load_keys(directory: Path) -> InstallationKeys:
+    """The keys in ``directory``; ProvenanceUnavailable naming what is missing or broken."""
+    try:
+        keys = InstallationKeys(
+            key_pem=(directory / KEY_FILE).read_bytes(),
+            chain_pem=(directory / CHAIN_FILE).read_bytes(),
+            ca_pem=(directory / CA_FILE).read_bytes(),
+        )
+        serialization.load_pem_private_key(keys.key_pem, password=None)
+        x509.load_pem_x509_certificates(keys.chain_pem)
+        installation_id_of(keys.ca_pem)
+    except FileNotFoundError as exc:
+        raise ProvenanceUnavailable(
+            f"no signing key in {directory} ({Path(exc.filename or '').name} is missing): "
+            "run `facegate provenance init` or mount the installation's provenance Secret"
+        ) from None
+    except ValueError as exc:
+        raise ProvenanceUnavailable(
+            f"the signing key in {directory} is unreadable: {exc}"
+        ) from None
+    return keys
+
+
+def keys_exist(directory: Path) -> bool:
+    return all((directory / name).is_file() for name in (KEY_FILE, CHAIN_FILE, CA_FILE))
+
+
+def _name(common_name: str, organisation: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organisation),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _usage(*, signer: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=signer,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=not signer,
+        crl_sign=not signer,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def issue_signer(
+    ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, organisation: str, days: int
+) -> tuple[bytes, bytes]:
+    """A new signing key and its certificate under the CA: (key PEM, chain PEM).
+
+    The profile C2PA asks of a signing certificate: not a CA, digitalSignature, an extended
+    key usage (emailProtection), issued by a CA rather than self-signed."""
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("facegate result signer", organisation))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_usage(signer=True), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return _key_pem(key), _pem(cert) + _pem(ca_cert)
+
+
+def create_keys(
+    directory: Path, *, organisation: str = "facegate installation", days: int = 825
+) -> InstallationKeys:
+    """A private CA (10 years) and a signing certificate under it, written to ``directory``
+    (keys readable by the owner only). Refuses to overwrite an existing identity: the
+    watermarks and manifests already issued name it."""
+    if keys_exist(directory):
+        raise FileExistsError(f"{directory} already holds a signing identity")
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("facegate provenance CA", organisation)
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_usage(signer=False), critical=True)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem, chain_pem = issue_signer(ca_cert, ca_key, organisation, days)
+    _write_secret(directory / CA_KEY_FILE, _key_pem(ca_key))
+    _write_secret(directory / KEY_FILE, key_pem)
+    (directory / CHAIN_FILE).write_bytes(chain_pem)
+    (directory / CA_FILE).write_bytes(_pem(ca_cert))
+    return load_keys(directory)
+
+
+def _write_secret(path: Path, data: bytes) -> None:
+    path.touch(mode=0o600, exist_ok=False)
+    path.write_bytes(data)

@@ -1,0 +1,95 @@
+"""Marking a job's result: the worker issues the job's mark before it runs (the runner puts
+the watermark into the pixels before encoding) and signs the encoded result with the C2PA
+manifest before storing it (``WorkerPool._store_result``: moderate -> mark -> store).
+
+No tenant policy reaches this: the machine-readable marks are always on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy.orm import Session
+
+from facegate.provenance.keys import InstallationKeys, create_keys, keys_exist, load_keys
+from facegate.provenance.manifest import (
+    EMBEDDED_FORMATS,
+    SIDECAR_FORMATS,
+    manifest_definition,
+    reference_urn,
+    sign_bytes,
+    sign_file,
+    sign_sidecar,
+)
+from facegate.provenance.payload import encode_payload
+from facegate.provenance.repository import MarkRepository
+
+if TYPE_CHECKING:
+    from facegate.jobs.models import Job
+    from facegate.jobs.runner import JobOutput
+
+SIDECAR_NAME = "manifest.c2pa"
+
+
+@dataclass(frozen=True)
+class JobMark:
+    """What marks one job's result: the watermark payload and the manifest's reference."""
+
+    installation_id: int
+    serial: int
+    reference: str
+
+    @cached_property
+    def bits(self) -> npt.NDArray[np.uint8]:
+        return encode_payload(self.installation_id, self.serial)
+
+    @property
+    def urn(self) -> str:
+        return reference_urn(self.installation_id, self.reference)
+
+
+class ResultMarker:
+    """The installation's marking: issues marks, signs results. One per worker process."""
+
+    def __init__(self, keys: InstallationKeys) -> None:
+        self.keys = keys
+        self.installation_id = keys.installation_id
+
+    def issue(self, session: Session, job: Job) -> JobMark:
+        row = MarkRepository(session).issue(job.tenant_id, job.id)
+        return JobMark(self.installation_id, row.serial, row.reference)
+
+    def sign(self, output: JobOutput, mark: JobMark, processors: list[str]) -> JobOutput:
+        """The output with its manifest: embedded (JPEG, PNG, WebP, MP4) or, for WebM, as
+        the sidecar the worker stores beside it."""
+        if output.format in SIDECAR_FORMATS:
+            assert isinstance(output.data, Path)
+            sidecar = sign_sidecar(self.keys, mark.urn, processors, output.data)
+            return dataclasses.replace(output, sidecar=sidecar)
+        if output.format not in EMBEDDED_FORMATS:
+            raise ValueError(f"no way to mark a {output.format} result")
+        definition = manifest_definition(mark.urn, processors)
+        if isinstance(output.data, Path):
+            sign_file(self.keys, output.data, output.format, definition)
+            return output  # signed in place; its size is read from the file
+        return dataclasses.replace(
+            output, data=sign_bytes(self.keys, output.data, output.format, definition)
+        )
+
+
+MarkerFactory = Callable[[], ResultMarker]
+
+
+def marker_for(directory: Path, *, create: bool = False) -> ResultMarker:
+    """The marker of the keys in ``directory``; with ``create`` (the embedded shape), keys
+    are made on first use, as the SQLite database is. ProvenanceUnavailable otherwise."""
+    if create and not keys_exist(directory):
+        create_keys(directory)
+    return ResultMarker(load_keys(directory))

@@ -1,0 +1,160 @@
+"""Reading the marks back from a file: the C2PA manifest (with c2pa's own reader and
+validation) and the watermark (from the pixels of an image, or of sampled video frames).
+Nothing here knows about tenants or jobs; ``verify.py`` looks the marks up."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import av
+import c2pa
+import cv2
+import numpy as np
+
+from facegate.engine.types import Frame
+from facegate.engine.watermark import candidate_views, markable, watermark_scores
+from facegate.provenance.keys import InstallationKeys
+from facegate.provenance.manifest import ASSET_ASSERTION, JOB_ASSERTION, SIDECAR_MIME, file_sha256
+from facegate.provenance.payload import LENGTH, Payload, decode_any
+
+ManifestState = Literal["absent", "valid", "tampered"]
+VIDEO_SAMPLE_FRAMES = 24  # frames read from a video (spread over its first minute)
+VIDEO_SAMPLE_SECONDS = 60.0
+_KEEP_SIDE = 640
+
+
+@dataclass(frozen=True)
+class ManifestFinding:
+    """What the manifest says. ``valid``: c2pa validated the signature and the binding to
+    the file; ``tampered``: a manifest is there but the file or the manifest was changed
+    after signing (or the signature is broken)."""
+
+    state: ManifestState
+    signed_by_this_installation: bool = False
+    reference: str | None = None
+    claim_generator: str | None = None
+    digital_source_type: str | None = None
+    failures: list[str] = field(default_factory=list)
+
+
+def _context(keys: InstallationKeys) -> c2pa.Context:
+    # This installation's CA is the trust anchor: "Trusted" means signed by this installation.
+    return c2pa.Context.from_dict(
+        {"trust": {"trust_anchors": keys.ca_pem.decode()}, "verify": {"verify_trust": True}}
+    )
+
+
+def _assertion(manifest: dict[str, Any], label: str) -> dict[str, Any] | None:
+    for assertion in manifest.get("assertions") or []:
+        if str(assertion.get("label", "")).startswith(label):
+            data = assertion.get("data")
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def _finding(reader: c2pa.Reader, *, asset_sha256: str | None = None) -> ManifestFinding:
+    store = json.loads(reader.json())
+    manifest: dict[str, Any] = store["manifests"][store["active_manifest"]]
+    results = store.get("validation_results", {}).get("activeManifest", {})
+    failures = [str(item.get("code")) for item in results.get("failure", [])]
+    successes = {str(item.get("code")) for item in results.get("success", [])}
+    actions = (_assertion(manifest, "c2pa.actions") or {}).get("actions") or [{}]
+    job = _assertion(manifest, JOB_ASSERTION) or {}
+    generator = (manifest.get("claim_generator_info") or [{}])[0]
+    if asset_sha256 is None:
+        state: ManifestState = (
+            "valid" if reader.get_validation_state() in ("Valid", "Trusted") else "tampered"
+        )
+        trusted = reader.get_validation_state() == "Trusted"
+    else:
+        # A sidecar (WebM): c2pa checks the claim's signature; the binding to the file is
+        # the SHA-256 the signed claim asserts, checked here.
+        asserted = (_assertion(manifest, ASSET_ASSERTION) or {}).get("sha256")
+        signed = "claimSignature.validated" in successes and not any(
+            code.startswith(("claimSignature", "signingCredential.invalid", "assertion.hashedURI"))
+            for code in failures
+        )
+        state = "valid" if signed and asserted == asset_sha256 else "tampered"
+        if asserted != asset_sha256:
+            failures = [*failures, "facegate.asset.sha256.mismatch"]
+        trusted = signed and "signingCredential.trusted" in successes
+    return ManifestFinding(
+        state=state,
+        signed_by_this_installation=trusted and state == "valid",
+        reference=job.get("reference"),
+        claim_generator=f"{generator.get('name')}/{generator.get('version')}",
+        digital_source_type=actions[0].get("digitalSourceType"),
+        failures=failures,
+    )
+
+
+def read_manifest(
+    keys: InstallationKeys, path: Path, mime: str, sidecar: bytes | None = None
+) -> ManifestFinding:
+    """The manifest embedded in the file at ``path`` (``mime``), or the sidecar's for it."""
+    try:
+        if sidecar is not None:
+            with c2pa.Reader(SIDECAR_MIME, io.BytesIO(sidecar), context=_context(keys)) as reader:
+                return _finding(reader, asset_sha256=file_sha256(path))
+        with path.open("rb") as stream:
+            reader = c2pa.Reader.try_create(mime, stream, None, _context(keys))
+            if reader is None:
+                return ManifestFinding(state="absent")
+            with reader:
+                return _finding(reader)
+    except c2pa.C2paError as exc:
+        # A manifest store is there but cannot be parsed or checked: it was damaged.
+        return ManifestFinding(state="tampered", failures=[type(exc).__name__.lstrip("_")])
+
+
+@dataclass(frozen=True)
+class WatermarkFinding:
+    found: bool
+    payload: Payload | None = None
+    frames_read: int = 0
+
+
+def read_image_watermark(frame: Frame) -> WatermarkFinding:
+    if not markable(frame):
+        return WatermarkFinding(found=False, frames_read=1)
+    payload = decode_any(watermark_scores(view, LENGTH) for view in candidate_views(frame))
+    return WatermarkFinding(found=payload is not None, payload=payload, frames_read=1)
+
+
+def read_video_watermark(path: Path, frames_total: int, fps: float) -> WatermarkFinding:
+    """Soft bits averaged over frames sampled from the first minute: every frame carries
+    the same payload, so the average reads through what re-encoding did to single frames."""
+    window = max(1, min(frames_total, round(fps * VIDEO_SAMPLE_SECONDS)))
+    step = max(1, window // VIDEO_SAMPLE_FRAMES)
+    sampled: list[Frame] = []
+    with av.open(str(path)) as container:
+        for index, frame in enumerate(container.decode(video=0)):
+            if index >= window:
+                break
+            if index % step == 0:
+                sampled.append(_reduced(np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)))
+    sampled = [frame for frame in sampled if markable(frame)]
+    if not sampled:
+        return WatermarkFinding(found=False, frames_read=0)
+    views_of = [candidate_views(frame) for frame in sampled]
+    averaged = (
+        np.mean([watermark_scores(view, LENGTH) for view in views], axis=0)
+        for views in zip(*views_of, strict=True)
+    )
+    payload = decode_any(averaged)
+    return WatermarkFinding(found=payload is not None, payload=payload, frames_read=len(sampled))
+
+
+def _reduced(frame: Frame) -> Frame:
+    """A sampled frame kept at most ``_KEEP_SIDE`` px on its longer side: the mark is read
+    on a 256-px canonical copy anyway, and two dozen 1080p frames need not stay in memory."""
+    height, width = frame.shape[:2]
+    scale = _KEEP_SIDE / max(height, width)
+    if scale >= 1:
+        return frame
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA).astype(np.uint8, copy=False)

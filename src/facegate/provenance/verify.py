@@ -1,0 +1,131 @@
+"""Verification of one file: its manifest and its watermark read back, looked up in this
+installation's marks, and disclosed according to who asks.
+
+Anyone learns whether this installation made the file and when; the job and tenant are
+shown only to that tenant (or an admin). A trace to a job is audited under the owning
+tenant, so it sees in its audit log that one of its results was checked. The upload is
+never stored: a video goes to a private temporary file that is deleted before returning.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy.orm import Session
+
+from facegate.engine.image import ImageLimits, load_image
+from facegate.engine.video.probe import VideoLimits, looks_like_video, probe_video
+from facegate.observability.audit import record_audit
+from facegate.provenance.keys import InstallationKeys
+from facegate.provenance.models import ProvenanceMark
+from facegate.provenance.reading import (
+    ManifestFinding,
+    WatermarkFinding,
+    read_image_watermark,
+    read_manifest,
+    read_video_watermark,
+)
+from facegate.provenance.repository import MarkRepository
+from facegate.provenance.schemas import JobTrace, ManifestOut, VerifyOut, WatermarkOut
+from facegate.tenancy.principal import Principal
+
+PROVENANCE_VERIFY = "provenance.verify"
+_IMAGE_MIME = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "tiff": "image/tiff"}
+
+
+def inspect_file(
+    keys: InstallationKeys,
+    data: bytes,
+    *,
+    max_bytes: int,
+    sidecar: bytes | None = None,
+) -> tuple[Literal["image", "video"], ManifestFinding, WatermarkFinding]:
+    """Read both marks; bad input raises the same typed errors as a job upload."""
+    fd, name = tempfile.mkstemp(prefix="facegate-verify-")
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if looks_like_video(data[:512]):
+            info = probe_video(path, VideoLimits(max_bytes=max_bytes))
+            container = "video/webm" if "webm" in info.container else "video/mp4"
+            manifest = read_manifest(keys, path, container, sidecar)
+            watermark = read_video_watermark(path, info.frames, float(info.fps))
+            return "video", manifest, watermark
+        image = load_image(data, ImageLimits(max_bytes=max_bytes))
+        mime = _IMAGE_MIME.get(image.format)
+        manifest = (
+            read_manifest(keys, path, mime, sidecar)
+            if mime is not None
+            else ManifestFinding(state="absent")  # BMP: no place for a manifest
+        )
+        return "image", manifest, read_image_watermark(image.frame)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _may_see(principal: Principal | None, mark: ProvenanceMark) -> bool:
+    return principal is not None and (principal.is_admin or principal.tenant_id == mark.tenant_id)
+
+
+def verify_file(
+    session: Session,
+    keys: InstallationKeys,
+    data: bytes,
+    principal: Principal | None,
+    *,
+    max_bytes: int,
+    sidecar: bytes | None = None,
+) -> VerifyOut:
+    media, manifest, watermark = inspect_file(keys, data, max_bytes=max_bytes, sidecar=sidecar)
+    marks = MarkRepository(session)
+    traced: dict[Literal["manifest", "watermark"], ProvenanceMark] = {}
+    prefix = f"urn:facegate:{keys.installation_id:04x}:"
+    if manifest.signed_by_this_installation and (manifest.reference or "").startswith(prefix):
+        found = marks.by_reference(str(manifest.reference).removeprefix(prefix))
+        if found is not None:
+            traced["manifest"] = found
+    ours = watermark.payload is not None and watermark.payload.installation_id == (
+        keys.installation_id
+    )
+    if ours and watermark.payload is not None:
+        found = marks.by_serial(watermark.payload.serial)
+        if found is not None:
+            traced["watermark"] = found
+    mark = traced.get("manifest") or traced.get("watermark")
+    result = VerifyOut(
+        media=media,
+        manifest=ManifestOut(
+            state=manifest.state,
+            signed_by_this_installation=manifest.signed_by_this_installation,
+            claim_generator=manifest.claim_generator,
+            digital_source_type=manifest.digital_source_type,
+            failures=manifest.failures,
+        ),
+        watermark=WatermarkOut(
+            found=watermark.found, by_this_installation=ours, frames_read=watermark.frames_read
+        ),
+        made_by_this_installation=mark is not None,
+        made_at=mark.created_at if mark is not None else None,
+    )
+    if mark is None:
+        return result
+    disclosed = _may_see(principal, mark)
+    if disclosed:
+        result.job = JobTrace(
+            job_id=mark.job_id,
+            tenant_id=mark.tenant_id,
+            traced_by=[via for via, row in traced.items() if row.serial == mark.serial],
+        )
+    record_audit(
+        session,
+        principal if principal is not None else "anonymous",
+        PROVENANCE_VERIFY,
+        f"job:{mark.job_id}",
+        {"disclosed": disclosed, "traced_by": sorted(traced), "manifest": manifest.state},
+        tenant_id=mark.tenant_id,
+    )
+    return result

@@ -1,0 +1,176 @@
+"""Every result is marked (C2PA manifest + watermark) through the real API, in every image
+output format; POST /v1/verify reads both back and tells the owner (only) which job; a
+tampered file is reported as tampered; bad uploads get the job upload's errors and leave
+nothing behind."""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import c2pa
+import pytest
+from sqlalchemy import select
+from tests.api.jobhelpers import (
+    DEBUG_TENANT_POLICY,
+    count_objects,
+    is_problem,
+    load_badmedia,
+    photo,
+    submit,
+    wait_terminal,
+)
+
+from facegate.database import session_scope
+from facegate.jobs.runtime import workers_service
+from facegate.observability.audit.models import AuditEvent
+from facegate.provenance.keys import load_keys
+from facegate.provenance.manifest import DIGITAL_SOURCE_TYPE
+from facegate.provenance.models import ProvenanceMark
+
+pytestmark = pytest.mark.timeout(300)
+
+IMAGE_FORMATS = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
+
+
+def c2pa_state(data: bytes, mime: str, ca_pem: bytes) -> tuple[str | None, dict[str, Any]]:
+    """c2pa's own reader, trusting this installation's CA: (validation state, manifest)."""
+    context = c2pa.Context.from_dict(
+        {"trust": {"trust_anchors": ca_pem.decode()}, "verify": {"verify_trust": True}}
+    )
+    with c2pa.Reader(mime, io.BytesIO(data), context=context) as reader:
+        store = json.loads(reader.json())
+        return reader.get_validation_state(), store["manifests"][store["active_manifest"]]
+
+
+async def verify(client: Any, data: bytes, headers: dict[str, str] | None = None) -> Any:
+    response = await client.post(
+        "/v1/verify", headers=headers or {}, files=[("file", ("x.bin", data, "image/jpeg"))]
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def audit_events(state: Any) -> list[AuditEvent]:
+    with session_scope(state.session_factory) as session:
+        return list(
+            session.scalars(select(AuditEvent).where(AuditEvent.action == "provenance.verify"))
+        )
+
+
+async def test_every_image_format_is_marked_and_verified_for_its_owner_only(
+    make_client: Any,
+) -> None:
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("studio", **DEBUG_TENANT_POLICY)
+        owner = h.headers("studio")
+        other = h.headers("rival")
+        ca_pem = load_keys(h.state.settings.provenance_path).ca_pem
+        results: dict[str, tuple[str, bytes]] = {}
+        for fmt in IMAGE_FORMATS:
+            options = {"processors": ["face_debugger"], "output": {"format": fmt}}
+            response = await submit(
+                h.client, owner, target=photo(width=320), data={"options": json.dumps(options)}
+            )
+            assert response.status_code == 202, response.text
+            job = await wait_terminal(h.client, owner, response.json()["id"])
+            assert job["status"] == "succeeded", job
+            download = await h.client.get(f"/v1/jobs/{job['id']}/result", headers=owner)
+            results[fmt] = (job["id"], download.content)
+
+        for fmt, (job_id, data) in results.items():
+            # c2pa's own reader validates the manifest, signed by this installation's CA.
+            state, manifest = c2pa_state(data, IMAGE_FORMATS[fmt], ca_pem)
+            assert state == "Trusted", fmt
+            text = json.dumps(manifest)
+            assert DIGITAL_SOURCE_TYPE in text
+            assert "face_debugger" in text
+            # The job reference is opaque: no tenant, no job id, no file name.
+            assert "studio" not in text
+            assert job_id not in text
+            assert "t.jpg" not in text
+
+            mine = await verify(h.client, data, owner)
+            assert mine["media"] == "image"
+            assert mine["manifest"]["state"] == "valid"
+            assert mine["manifest"]["signed_by_this_installation"]
+            assert mine["watermark"]["found"], fmt
+            assert mine["watermark"]["by_this_installation"]
+            assert mine["made_by_this_installation"]
+            assert mine["made_at"] is not None
+            assert mine["job"]["job_id"] == job_id
+            assert mine["job"]["tenant_id"] == "studio"
+            assert sorted(mine["job"]["traced_by"]) == ["manifest", "watermark"]
+
+            # Another tenant and the public learn that this installation made it, and when.
+            for headers in (other, None):
+                seen = await verify(h.client, data, headers)
+                assert seen["made_by_this_installation"]
+                assert seen["job"] is None
+                assert job_id not in json.dumps(seen)
+
+        events = audit_events(h.state)
+        assert len(events) == 3 * len(IMAGE_FORMATS)
+        assert {e.tenant_id for e in events} == {"studio"}
+        assert sorted(e.details["disclosed"] for e in events) == [False] * 6 + [True] * 3
+
+
+async def test_tampered_stripped_and_unmarked_files(make_client: Any) -> None:
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("studio", **DEBUG_TENANT_POLICY)
+        owner = h.headers("studio")
+        response = await submit(h.client, owner, target=photo(width=320))
+        job = await wait_terminal(h.client, owner, response.json()["id"])
+        data = (await h.client.get(f"/v1/jobs/{job['id']}/result", headers=owner)).content
+
+        # Pixels changed after signing: the manifest no longer matches the file.
+        tampered = bytearray(data)
+        tampered[-200] ^= 0x55
+        result = await verify(h.client, bytes(tampered), owner)
+        assert result["manifest"]["state"] == "tampered"
+        assert result["manifest"]["failures"]
+        assert not result["manifest"]["signed_by_this_installation"]
+
+        # Re-encoded (the manifest stripped, as any re-save does): the watermark still traces it.
+        from PIL import Image
+
+        out = io.BytesIO()
+        Image.open(io.BytesIO(data)).save(out, "JPEG", quality=70)
+        stripped = await verify(h.client, out.getvalue(), owner)
+        assert stripped["manifest"]["state"] == "absent"
+        assert stripped["watermark"]["found"]
+        assert stripped["made_by_this_installation"]
+        assert stripped["job"]["traced_by"] == ["watermark"]
+
+        # A photo this installation never touched.
+        clean = await verify(h.client, photo(width=320), owner)
+        assert clean["manifest"]["state"] == "absent"
+        assert not clean["watermark"]["found"]
+        assert not clean["made_by_this_installation"]
+        assert clean["made_at"] is None
+
+
+async def test_bad_uploads_get_the_job_upload_errors_and_nothing_is_stored(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    badmedia = load_badmedia()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    async with make_client(
+        services=[workers_service], workers=1, verify_max_bytes=badmedia.DEFAULT_MAX_BYTES
+    ) as h:
+        for bad in badmedia.bad_inputs():
+            response = await h.client.post(
+                "/v1/verify", files=[("file", ("x.jpg", bad.data, "image/jpeg"))]
+            )
+            assert 400 <= response.status_code < 500, (bad.name, response.text)
+            assert is_problem(response), bad.name
+            assert response.json()["type"].endswith(bad.error.code), bad.name
+        assert count_objects(h.state) == 0
+        with session_scope(h.state.session_factory) as session:
+            assert session.scalars(select(ProvenanceMark)).first() is None
+        assert list(scratch.iterdir()) == []
