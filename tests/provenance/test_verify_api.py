@@ -138,7 +138,7 @@ async def test_tampered_stripped_and_unmarked_files(make_client: Any) -> None:
         from PIL import Image
 
         out = io.BytesIO()
-        Image.open(io.BytesIO(data)).save(out, "JPEG", quality=70)
+        Image.open(io.BytesIO(data)).save(out, "JPEG", quality=85)
         stripped = await verify(h.client, out.getvalue(), owner)
         assert stripped["manifest"]["state"] == "absent"
         assert stripped["watermark"]["found"]

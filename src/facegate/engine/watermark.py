@@ -28,8 +28,11 @@ import numpy.typing as npt
 from facegate.engine.types import Frame
 
 CANONICAL = 256  # side of the canonical square the mark lives in
-STRENGTH = 36  # dwtDctSvd's quantisation step on the U channel (its default)
+STRENGTH = 36  # dwtDctSvd's quantisation step (its default)
+CHANNEL = 1  # of OpenCV's YUV: 0 luma, 1 U (the package's default)
 MIN_SIDE = 64  # frames smaller than this on a side are not marked (nothing to hold it)
+BLOCKS = (CANONICAL // 2 // 4) ** 2  # 4x4 blocks of the canonical copy's Haar approximation
+_INTERLEAVE_SEED = 0x46_47_57_4D  # fixed forever: marks already issued depend on it
 #: brightness gains and crop paddings tried when reading (the transforms a copy goes through)
 _GAINS = (1 / 1.1, 1 / 0.9)
 _CROP = 0.10
@@ -52,9 +55,25 @@ def _dwt_dct_svd() -> ModuleType:
     return module
 
 
+def _scales() -> list[int]:
+    return [STRENGTH if channel == CHANNEL else 0 for channel in range(3)]
+
+
+def _block_bits(length: int) -> npt.NDArray[np.intp]:
+    """Which payload bit each 4x4 block of the canonical DWT carries.
+
+    The package gives block ``k`` bit ``k % length``, in raster order, which puts each bit
+    in a few columns: a crop or a border then wipes out whole bits. A fixed pseudo-random
+    interleaving spreads every bit over the whole picture instead, so damage to one region
+    costs every bit a little rather than some bits everything."""
+    order = np.random.default_rng(_INTERLEAVE_SEED).permutation(BLOCKS)
+    return order % length
+
+
 def _embedder(bits: Bits) -> object:
     cls = _dwt_dct_svd().EmbedDwtDctSvd
-    return cls(watermarks=[int(b) for b in bits], wmLen=len(bits), scales=[0, STRENGTH, 0])
+    per_block = [int(bits[i]) for i in _block_bits(len(bits))]
+    return cls(watermarks=per_block, wmLen=BLOCKS, scales=_scales())
 
 
 def markable(frame: Frame) -> bool:
@@ -92,12 +111,16 @@ def watermark_scores(frame: Frame, length: int) -> Scores:
     """Per bit, the share of the frame's blocks that read 1 (0..1; ~0.5: no mark)."""
     small = cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA)
     module = _dwt_dct_svd()
-    reader = module.EmbedDwtDctSvd(watermarks=[], wmLen=length, scales=[0, STRENGTH, 0])
+    reader = module.EmbedDwtDctSvd(watermarks=[], wmLen=BLOCKS, scales=_scales())
     yuv = cv2.cvtColor(small, cv2.COLOR_BGR2YUV)
-    approximation, _ = module.pywt.dwt2(yuv[:, :, 1].astype(np.float64), "haar")
-    votes: list[list[int]] = [[] for _ in range(length)]
+    approximation, _ = module.pywt.dwt2(yuv[:, :, CHANNEL].astype(np.float64), "haar")
+    votes: list[list[int]] = [[] for _ in range(BLOCKS)]
     reader.decode_frame(approximation, STRENGTH, votes)
-    return np.array([np.mean(v) if v else 0.5 for v in votes], dtype=np.float64)
+    per_block = np.array([v[0] for v in votes], dtype=np.float64)
+    sums = np.bincount(_block_bits(length), weights=per_block, minlength=length)
+    counts = np.bincount(_block_bits(length), minlength=length)
+    scores: Scores = sums / np.maximum(counts, 1)
+    return scores
 
 
 def candidate_views(frame: Frame) -> Iterator[Frame]:
