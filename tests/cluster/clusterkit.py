@@ -30,6 +30,7 @@ from facegate.database import (
 )
 from facegate.db import utcnow
 from facegate.jobs.models import Job
+from facegate.provenance.keys import create_keys
 from facegate.tenancy.models import Policy, Tenant
 
 HERE = Path(__file__).resolve().parent
@@ -106,6 +107,11 @@ class Cluster:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     #: False: workers run the real engine (EngineRunner) instead of the cheap runner.
     cheap_runner: bool = True
+
+    def __post_init__(self) -> None:
+        # The installation's signing identity (in a real cluster: the mounted Secret);
+        # workers refuse to start without it.
+        create_keys(self.tmp_path / "provenance")
 
     @property
     def models_dir(self) -> Path:

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from facegate.engine.types import Frame
 
 CANONICAL = 256  # side of the canonical square the mark lives in
-STRENGTH = 36  # dwtDctSvd's quantisation step (its default)
+STRENGTH = 48  # dwtDctSvd's quantisation step (its default is 36; 48 reads through JPEG 70)
 CHANNEL = 1  # of OpenCV's YUV: 0 luma, 1 U (the package's default)
 MIN_SIDE = 64  # frames smaller than this on a side are not marked (nothing to hold it)
 BLOCKS = (CANONICAL // 2 // 4) ** 2  # 4x4 blocks of the canonical copy's Haar approximation

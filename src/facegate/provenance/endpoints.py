@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, File, Request, Response, UploadFile
 
 from facegate.api.deps import SessionDep, get_principal, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, NotFound
-from facegate.engine.errors import MediaTooLarge
+from facegate.api.faces_endpoints import read_limited
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.service import JobService
 from facegate.provenance.keys import InstallationKeys, load_keys
@@ -40,18 +40,6 @@ async def optional_principal(request: Request) -> Principal | None:
     return await get_principal(request)
 
 
-def _read(upload: UploadFile, max_bytes: int) -> bytes:
-    data = upload.file.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise MediaTooLarge(
-            f"the upload is over the {max_bytes}-byte limit",
-            limit_name="max_bytes",
-            limit=max_bytes,
-            actual=upload.size or len(data),
-        )
-    return data
-
-
 @router.post("/verify", responses=UPLOAD_PROBLEM_RESPONSES)
 def verify(
     request: Request,
@@ -67,8 +55,8 @@ def verify(
     job and tenant only to that tenant's keys and admins. The upload is not stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
-    data = _read(file, settings.verify_max_bytes)
-    sidecar = _read(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
+    data = read_limited(file, settings.verify_max_bytes)
+    sidecar = read_limited(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
     return verify_file(
         session, keys, data, principal, max_bytes=settings.verify_max_bytes, sidecar=sidecar
     )

@@ -11,7 +11,6 @@ sidecar) and bound to the file by the SHA-256 it asserts (see :func:`sign_sideca
 
 from __future__ import annotations
 
-import hashlib
 import io
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -19,6 +18,7 @@ from typing import Any, BinaryIO
 import c2pa
 
 from facegate import __version__
+from facegate.engine.models.store import sha256_file
 from facegate.provenance.errors import ProvenanceUnavailable
 from facegate.provenance.keys import InstallationKeys
 
@@ -116,14 +116,6 @@ def sign_file(keys: InstallationKeys, path: Path, fmt: str, definition: dict[str
         signed.unlink(missing_ok=True)
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def sign_sidecar(
     keys: InstallationKeys, reference_urn: str, processors: list[str], path: Path
 ) -> bytes:
@@ -131,7 +123,7 @@ def sign_sidecar(
     store whose signed claim asserts the file's SHA-256 (``org.facegate.asset``). c2pa's own
     binding check does not apply to it (it has no WebM parser); facegate's verify checks the
     claim's signature with c2pa and the hash itself."""
-    definition = manifest_definition(reference_urn, processors, sidecar_sha256=file_sha256(path))
+    definition = manifest_definition(reference_urn, processors, sidecar_sha256=sha256_file(path))
     # c2pa binds a manifest store to the bytes it signs; the claim's own hash assertion
     # is the binding that matters for a sidecar, so the store signs a fixed stand-in.
     return _sign(keys, definition, SIDECAR_MIME, io.BytesIO(b"facegate sidecar"), io.BytesIO())

@@ -3,8 +3,8 @@
 Reading is soft: each bit comes with the share of blocks that voted for it, and when the
 bits as read fail the check, the ``CHASE_BITS`` least certain ones are flipped in every
 combination (Chase decoding) until one passes. A random picture passes for one combination
-with probability 2^-24, so with 2^8 combinations over six views a false find is ~1e-4 per
-unmarked picture, and ~1e-9 for one that also names this installation.
+with probability 2^-24, so with 2^10 combinations over six views a false find is ~4e-4 per
+unmarked picture, and ~6e-9 for one that also names this installation.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from facegate.provenance.keys import INSTALLATION_BITS
 SERIAL_BITS = 24
 CHECK_BITS = 24
 LENGTH = INSTALLATION_BITS + SERIAL_BITS + CHECK_BITS
-CHASE_BITS = 8
+CHASE_BITS = 10
 _CRC24_POLY = 0x864CFB  # CRC-24/OpenPGP
 _CRC24_INIT = 0xB704CE
 

@@ -15,10 +15,11 @@ import c2pa
 import cv2
 import numpy as np
 
+from facegate.engine.models.store import sha256_file
 from facegate.engine.types import Frame
 from facegate.engine.watermark import candidate_views, markable, watermark_scores
 from facegate.provenance.keys import InstallationKeys
-from facegate.provenance.manifest import ASSET_ASSERTION, JOB_ASSERTION, SIDECAR_MIME, file_sha256
+from facegate.provenance.manifest import ASSET_ASSERTION, JOB_ASSERTION, SIDECAR_MIME
 from facegate.provenance.payload import LENGTH, Payload, decode_any
 
 ManifestState = Literal["absent", "valid", "tampered"]
@@ -99,7 +100,7 @@ def read_manifest(
     try:
         if sidecar is not None:
             with c2pa.Reader(SIDECAR_MIME, io.BytesIO(sidecar), context=_context(keys)) as reader:
-                return _finding(reader, asset_sha256=file_sha256(path))
+                return _finding(reader, asset_sha256=sha256_file(path))
         with path.open("rb") as stream:
             reader = c2pa.Reader.try_create(mime, stream, None, _context(keys))
             if reader is None:

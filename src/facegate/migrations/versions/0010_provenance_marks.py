@@ -1,7 +1,7 @@
 """provenance_marks: the serial (watermark) and opaque reference (C2PA) of each marked job
 
-Revision ID: 0008_provenance_marks
-Revises: 0007_claim_head
+Revision ID: 0010_provenance_marks
+Revises: 0009_consent
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_provenance_marks"
-down_revision: str | None = "0007_claim_head"
+revision = "0010_provenance_marks"
+down_revision: str | None = "0009_consent"
 branch_labels = None
 depends_on = None
 
