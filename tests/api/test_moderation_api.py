@@ -73,8 +73,10 @@ async def test_flagged_source_flagged_output_clean_job(make_client: Any) -> None
         assert flagged["error"]["detail"].startswith("output ")
         assert outputs_stored(h, flagged["id"]) == 0
         result = await h.client.get(f"/v1/jobs/{flagged['id']}/result", headers=headers)
-        assert result.status_code == 409
+        assert result.status_code == 422
         assert is_problem(result)
+        assert result.json()["type"].endswith("/content-policy-violation")
+        assert result.json()["detail"] == flagged["error"]["detail"]
 
         # 3. a clean swap succeeds, its inputs and output checked
         response = await submit(

@@ -18,10 +18,11 @@ from facegate.api.errors import (
     UPLOAD_PROBLEM_RESPONSES,
     Conflict,
     NotFound,
+    UnprocessableEntity,
     problem_openapi,
 )
 from facegate.database import session_scope
-from facegate.engine.errors import MediaTooLarge
+from facegate.engine.errors import ContentPolicyViolation, MediaTooLarge
 from facegate.engine.image import OUTPUT_FORMATS
 from facegate.engine.processors.registry import default_registry, sensitive_processors
 from facegate.jobs.events import job_events
@@ -67,6 +68,7 @@ _RESULT_RESPONSES: dict[int | str, dict[str, Any]] = {
     },
     307: {"description": "S3 storage: fetch the result from this presigned URL (Location)"},
     409: problem_openapi("The job has no result (not succeeded)"),
+    422: problem_openapi("Content moderation refused the job (content-policy-violation)"),
 }
 _SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **UPLOAD_PROBLEM_RESPONSES,
@@ -244,6 +246,9 @@ def get_result(
     redirect to a short-lived presigned URL of the object instead."""
     store = tenant_store_for(get_state(request).settings.storage_url)
     job = JobService(session, store).get(principal.tenant_id, job_id)
+    if job.error_type == ContentPolicyViolation.code:
+        # Refused by content moderation: say so in that problem's own terms.
+        raise UnprocessableEntity(job.error_detail or "refused", type_slug=job.error_type)
     if job.status != "succeeded" or not job.outputs:
         raise Conflict(f"the job is {job.status}; it has no result", job_status=job.status)
     ref = store.find(session, principal.tenant_id, "outputs", job.id, job.outputs[0])
