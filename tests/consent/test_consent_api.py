@@ -1,7 +1,8 @@
 """Consent per source face through ``POST /v1/jobs``: with ``require_consent`` a job using a
 sensitive processor needs one attestation per source (refused at the door otherwise, nothing
-stored), an attestation is stored append-only with the source's sha256, the job references
-it, and the audit trail records it; without the policy nothing is asked."""
+stored), an attestation is stored append-only with the source's sha256, the job and its
+result's C2PA manifest reference it, and the audit trail records it; without the policy
+nothing is asked."""
 
 from __future__ import annotations
 
@@ -9,16 +10,27 @@ import hashlib
 import json
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
-from tests.api.jobhelpers import count_jobs, count_objects, is_problem, job_files, photo
+from tests.api.jobhelpers import (
+    count_jobs,
+    count_objects,
+    is_problem,
+    job_files,
+    photo,
+    wait_terminal,
+)
 
 from facegate.consent.models import ConsentAttestation
 from facegate.database import session_scope
 from facegate.db import utcnow
+from facegate.jobs.runtime import workers_service
 from facegate.observability.audit.models import AuditEvent
+from facegate.provenance.keys import load_keys
+from facegate.provenance.reading import read_manifest
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -102,3 +114,22 @@ async def test_consent_asked_only_where_needed(make_client: Any) -> None:
         assert (await post(h, relaxed, [photo()], options=SWAP)).status_code == 202
         given = await post(h, relaxed, [photo()], options=SWAP, consent=json.dumps(CONSENT))
         assert given.json()["consent"][0]["statement_version"] == "2026-11"
+
+
+async def test_the_result_manifest_references_the_consent(make_client: Any, tmp_path: Path) -> None:
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("studio", **POLICY)
+        headers = h.headers("studio")
+        consent = json.dumps(CONSENT)
+        submitted = await post(
+            h, headers, [photo("man_frontal_glasses.jpg")], options=SWAP, consent=consent
+        )
+        job = await wait_terminal(h.client, headers, submitted.json()["id"])
+        assert job["status"] == "succeeded", job
+        result = await h.client.get(f"/v1/jobs/{job['id']}/result", headers=headers)
+        path = tmp_path / "result.jpg"
+        path.write_bytes(result.content)
+        keys = load_keys(h.state.settings.provenance_path)
+        finding = read_manifest(keys, path, "image/jpeg")
+        assert finding.state == "valid"
+        assert finding.consent == [ref["attestation_id"] for ref in job["consent"]]

@@ -115,7 +115,7 @@ def run_video_job(
             finish_frame=VideoWatermark(mark.bits),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
-        moderation.check_output_video(dst)  # before the result is marked and stored
+        moderation.check_output_video(dst)  # before the result is signed (C2PA) and stored
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

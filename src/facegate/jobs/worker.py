@@ -309,7 +309,9 @@ class WorkerPool:
         """The C2PA manifest on the encoded result (the watermark is already in its pixels).
         A result that cannot be signed is not stored: the job fails saying why."""
         try:
-            return self.marker.sign(output, mark, list(job.spec.get("processors") or []))
+            processors = list(job.spec.get("processors") or [])
+            consent = [ref["attestation_id"] for ref in job.consent or []]
+            return self.marker.sign(output, mark, processors, consent)
         except BaseException:
             output.discard()
             raise

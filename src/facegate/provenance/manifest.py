@@ -12,6 +12,7 @@ sidecar) and bound to the file by the SHA-256 it asserts (see :func:`sign_sideca
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -46,9 +47,17 @@ def reference_urn(installation_id: int, reference: str) -> str:
 
 
 def manifest_definition(
-    reference_urn: str, processors: list[str], *, sidecar_sha256: str | None = None
+    reference_urn: str,
+    processors: list[str],
+    *,
+    sidecar_sha256: str | None = None,
+    consent: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The manifest of one result (the assertions docs/provenance.md lists)."""
+    """The manifest of one result (the assertions docs/provenance.md lists). ``consent``: the
+    ids of the consent attestations of the job's sources (opaque, like the reference)."""
+    job: dict[str, Any] = {"reference": reference_urn}
+    if consent:
+        job["consent"] = list(consent)
     assertions: list[dict[str, Any]] = [
         {
             "label": "c2pa.actions.v2",
@@ -63,7 +72,7 @@ def manifest_definition(
                 ]
             },
         },
-        {"label": JOB_ASSERTION, "data": {"reference": reference_urn}},
+        {"label": JOB_ASSERTION, "data": job},
     ]
     if sidecar_sha256 is not None:
         assertions.append(
@@ -117,13 +126,19 @@ def sign_file(keys: InstallationKeys, path: Path, fmt: str, definition: dict[str
 
 
 def sign_sidecar(
-    keys: InstallationKeys, reference_urn: str, processors: list[str], path: Path
+    keys: InstallationKeys,
+    reference_urn: str,
+    processors: list[str],
+    path: Path,
+    consent: Sequence[str] = (),
 ) -> bytes:
     """The manifest store of a file c2pa cannot embed into (WebM): a standalone C2PA manifest
     store whose signed claim asserts the file's SHA-256 (``org.facegate.asset``). c2pa's own
     binding check does not apply to it (it has no WebM parser); facegate's verify checks the
     claim's signature with c2pa and the hash itself."""
-    definition = manifest_definition(reference_urn, processors, sidecar_sha256=sha256_file(path))
+    definition = manifest_definition(
+        reference_urn, processors, sidecar_sha256=sha256_file(path), consent=consent
+    )
     # c2pa binds a manifest store to the bytes it signs; the claim's own hash assertion
     # is the binding that matters for a sidecar, so the store signs a fixed stand-in.
     return _sign(keys, definition, SIDECAR_MIME, io.BytesIO(b"facegate sidecar"), io.BytesIO())

@@ -8,7 +8,7 @@ No tenant policy reaches this: the machine-readable marks are always on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -66,16 +66,22 @@ class ResultMarker:
         row = MarkRepository(session).issue(job.tenant_id, job.id)
         return JobMark(self.installation_id, row.serial, row.reference)
 
-    def sign(self, output: JobOutput, mark: JobMark, processors: list[str]) -> JobOutput:
+    def sign(
+        self,
+        output: JobOutput,
+        mark: JobMark,
+        processors: list[str],
+        consent: Sequence[str] = (),
+    ) -> JobOutput:
         """The output with its manifest: embedded (JPEG, PNG, WebP, MP4) or, for WebM, as
-        the sidecar the worker stores beside it."""
+        the sidecar the worker stores beside it. ``consent``: the job's attestation ids."""
         if output.format in SIDECAR_FORMATS:
             assert isinstance(output.data, Path)
-            sidecar = sign_sidecar(self.keys, mark.urn, processors, output.data)
+            sidecar = sign_sidecar(self.keys, mark.urn, processors, output.data, consent)
             return dataclasses.replace(output, sidecar=sidecar)
         if output.format not in EMBEDDED_FORMATS:
             raise ValueError(f"no way to mark a {output.format} result")
-        definition = manifest_definition(mark.urn, processors)
+        definition = manifest_definition(mark.urn, processors, consent=consent)
         if isinstance(output.data, Path):
             sign_file(self.keys, output.data, output.format, definition)
             return output  # signed in place; its size is read from the file

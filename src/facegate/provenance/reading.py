@@ -40,6 +40,8 @@ class ManifestFinding:
     claim_generator: str | None = None
     digital_source_type: str | None = None
     failures: list[str] = field(default_factory=list)
+    #: the consent attestation ids of the job's sources, when it had any
+    consent: list[str] = field(default_factory=list)
 
 
 def _context(keys: InstallationKeys) -> c2pa.Context:
@@ -90,6 +92,7 @@ def _finding(reader: c2pa.Reader, *, asset_sha256: str | None = None) -> Manifes
         claim_generator=f"{generator.get('name')}/{generator.get('version')}",
         digital_source_type=actions[0].get("digitalSourceType"),
         failures=failures,
+        consent=[str(item) for item in job.get("consent") or []],
     )
 
 
