@@ -24,6 +24,7 @@ from facegate.cli import COMMANDS, main
 from facegate.cli.common import cli_actor
 from facegate.database import create_engine_from_url, create_session_factory, session_scope
 from facegate.observability.audit.models import AuditEvent
+from facegate.provenance.keys import load_keys
 from facegate.ratelimit.bans import BanPolicy
 from facegate.ratelimit.redisbans import RedisBanStore
 
@@ -36,6 +37,7 @@ ADMIN_COMMANDS = {
     "key revoke",
     "models add",
     "bans unban",
+    "provenance init",
 }
 # Commands that change nothing an admin decides (reads, checks, servers, the engine alone).
 OTHER_COMMANDS = {
@@ -53,6 +55,7 @@ OTHER_COMMANDS = {
     "tenant list",
     "tenant show",
     "usage export",
+    "verify",
     "worker",
 }
 
@@ -129,6 +132,8 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
         *("--tag", "v1", "--kind", "face_enhancer", "--licence", "Apache-2.0"),
     )
 
+    cli("provenance", "init", "--dir", str(tmp_path / "provenance"))
+
     events = cli.events()
     assert {e.actor for e in events} == {cli_actor()}
     assert actions(events) == [
@@ -140,6 +145,7 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
         ("key.create", f"key:{key_id}", "acme"),
         ("key.revoke", f"key:{key_id}", "acme"),
         ("model.install", "model:gfpgan_1.4:v1", None),
+        ("provenance.init", "provenance:keys", None),
     ]
     assert events[1].details == {"name": "Acme Studios"}
     assert events[2].details["moderation"] is False
@@ -154,6 +160,10 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
     )
     verified = cli("audit", "verify")
     assert verified.startswith(f"ok: {len(events)} events")
+    assert (
+        events[8].details["installation_id"]
+        == f"{load_keys(tmp_path / 'provenance').installation_id:04x}"
+    )
     assert cli.walked >= ADMIN_COMMANDS - {"bans unban"}
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from facegate.cli.common import database_option, load_settings, transaction
+from facegate.cli.common import cli_actor, database_option, load_settings, transaction
 from facegate.engine.errors import EngineError
+from facegate.observability.audit import PROVENANCE_INIT, record_audit
 from facegate.provenance.errors import ProvenanceUnavailable
 from facegate.provenance.keys import CA_FILE, CHAIN_FILE, KEY_FILE, create_keys, load_keys
 from facegate.provenance.verify import verify_file
@@ -26,11 +27,17 @@ def provenance() -> None:
 @provenance.command("init")
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None, help=_DIR_HELP)
 @click.option("--organisation", default="facegate installation", show_default=True)
-def init(directory: Path | None, organisation: str) -> None:
-    """Make a private CA and a signing certificate (for an installation without its own)."""
-    target = directory or load_settings().provenance_path
+@database_option
+def init(directory: Path | None, organisation: str, database_url: str | None) -> None:
+    """Make a private CA and a signing certificate (for an installation without its own);
+    audited as provenance.init with the actor cli:<os user>."""
+    target = directory or load_settings(database_url).provenance_path
     try:
-        keys = create_keys(target, organisation=organisation)
+        # Inside the audit's transaction: no identity made without its event.
+        with transaction(database_url) as session:
+            keys = create_keys(target, organisation=organisation)
+            details = {"installation_id": f"{keys.installation_id:04x}", "dir": str(target)}
+            record_audit(session, cli_actor(), PROVENANCE_INIT, "provenance:keys", details)
     except FileExistsError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"signing identity written to {target}")

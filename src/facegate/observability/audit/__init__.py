@@ -30,6 +30,7 @@ IP_UNBAN: Final = "ip.unban"
 CONSENT_ATTEST: Final = "consent.attest"
 MODEL_INSTALL: Final = "model.install"
 MODEL_REMOVE: Final = "model.remove"
+PROVENANCE_INIT: Final = "provenance.init"
 MODERATION_ALLOWED: Final = "moderation.allowed"
 MODERATION_REFUSED: Final = "moderation.refused"
 
