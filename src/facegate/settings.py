@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -38,6 +39,9 @@ class Settings(BaseSettings):
 
     # Serving
     workers: int = Field(default=2, ge=0, le=256)
+    # Only these tenants' jobs are claimed here, comma-separated (the specification's
+    # TENANT_ID maps onto it): a tenant's own pod, physically isolated. Unset: every tenant.
+    worker_tenants: str | None = None
     # A running job's lease: renewed every third of it; a job whose worker vanished (crash,
     # SIGKILL) is requeued once it expires.
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
@@ -70,6 +74,9 @@ class Settings(BaseSettings):
     jwt_audience: str | None = None
     jwt_tenant_claim: str = "tenant"
     jwt_scope_claim: str = "scope"
+    # A claim that, set to true, makes a token's ``admin`` scope platform-wide. Unset: a
+    # JWT's ``admin`` administers only its own tenant (platform admins use API keys).
+    jwt_platform_admin_claim: str | None = None
     jwt_leeway_seconds: int = Field(default=30, ge=0, le=600)
 
     # Gateway: rate limits (Redis when redis_url is set, else in memory), fail2ban-style
@@ -85,6 +92,16 @@ class Settings(BaseSettings):
     ban_max_seconds: int = Field(default=7 * 24 * 3600, ge=1)
     max_in_flight_requests: int = Field(default=256, ge=0)  # 0: no cap
     max_queued_jobs_total: int = Field(default=10_000, ge=0)  # all tenants; 0: no cap
+    # Request bodies (api/bodyguard.py): JSON bodies, model uploads, the slowest body allowed.
+    max_json_body_bytes: int = Field(default=1 << 20, ge=1024)
+    # inswapper_128 is 554 MB; nothing FaceFusion ships is over 1 GB.
+    max_model_bytes: int = Field(default=1 << 30, ge=1)
+    body_min_bytes_per_second: int = Field(default=16 * 1024, ge=1)
+    body_grace_seconds: float = Field(default=10.0, gt=0, le=600)
+    # In-flight requests one client IP may hold, and all requests without credentials
+    # together (0: a sixteenth / an eighth of max_in_flight_requests).
+    max_in_flight_per_client: int = Field(default=0, ge=0)
+    max_in_flight_unauthenticated: int = Field(default=0, ge=0)
     shed_retry_after_seconds: int = Field(default=5, ge=1)
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=10.0, gt=0)
@@ -112,6 +129,20 @@ class Settings(BaseSettings):
             or self.jwt_jwks_file is not None
         )
         return has_key and self.jwt_issuer is not None and self.jwt_audience is not None
+
+    def secret_values(self) -> list[str]:
+        """Every secret this configuration holds, for the log redactor: the ``SecretStr``
+        fields and the passwords of the connection URLs."""
+        found = [
+            value.get_secret_value()
+            for value in (getattr(self, name) for name in type(self).model_fields)
+            if isinstance(value, SecretStr)
+        ]
+        for url in (self.database_url, self.redis_url, self.storage_url):
+            password = urlsplit(url).password if url else None
+            if password:
+                found += [password, unquote(password)]
+        return found
 
 
 def warmup_list(settings: Settings) -> list[str]:

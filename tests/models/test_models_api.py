@@ -114,11 +114,8 @@ async def test_upload_refuses_files_off_contract(
         assert not (h.state.settings.models_dir / "tenants/acme" / name).exists()
 
 
-async def test_upload_size_cap(make_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import facegate.models.endpoints as endpoints
-
-    monkeypatch.setattr(endpoints, "DEFAULT_MAX_MODEL_BYTES", len(ENHANCER) - 1)
-    async with make_client() as h:
+async def test_upload_size_cap(make_client: Any) -> None:
+    async with make_client(max_model_bytes=len(ENHANCER) - 1) as h:
         h.create_tenant("acme", allow_custom_models=True)
         r = await h.client.post(
             "/v1/models", headers=h.headers("acme"), **upload_form("big", "face_enhancer", ENHANCER)

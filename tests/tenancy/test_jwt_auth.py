@@ -77,7 +77,9 @@ async def whoami(make_client: Any, token: str, **settings: Any) -> Any:
     async with make_client(**jwt_settings(**settings)) as h:
         h.create_tenant("acme")
         h.create_tenant("frozen", status="suspended")
-        return await h.client.get("/v1/admin/tenants", headers={"Authorization": f"Bearer {token}"})
+        return await h.client.get(
+            "/v1/admin/tenants/acme", headers={"Authorization": f"Bearer {token}"}
+        )
 
 
 async def test_valid_tokens_of_each_algorithm_authenticate(make_client: Any) -> None:
@@ -89,7 +91,7 @@ async def test_valid_tokens_of_each_algorithm_authenticate(make_client: Any) -> 
         h.create_tenant("acme")
         for token in tokens:
             response = await h.client.get(
-                "/v1/admin/tenants", headers={"Authorization": f"Bearer {token}"}
+                "/v1/admin/tenants/acme", headers={"Authorization": f"Bearer {token}"}
             )
             assert response.status_code == 200, response.text
 
@@ -123,6 +125,9 @@ async def test_bad_tokens_are_401_problem_json(make_client: Any, case: str, toke
     response = await whoami(make_client, token)
     assert response.status_code == 401, case
     assert response.headers["content-type"] == "application/problem+json"
+    # Why a token failed is logged, never answered (it would help tune a forgery).
+    detail = response.json()["detail"]
+    assert detail in {"invalid token", "unknown tenant", "tenant suspended"}, (case, detail)
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert response.json()["status"] == 401
 
@@ -147,6 +152,56 @@ async def test_token_without_admin_scope_is_403_naming_it(make_client: Any) -> N
     assert response.status_code == 403
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["scope"] == "admin"
+
+
+async def test_a_tokens_admin_scope_administers_only_its_own_tenant(make_client: Any) -> None:
+    """An identity provider that may issue ``admin`` to a tenant's user makes that user the
+    tenant's admin, never the platform's."""
+    token = {"Authorization": f"Bearer {jwt.encode(claims(scope='admin'), HS_SECRET, 'HS256')}"}
+    async with make_client(**jwt_settings()) as h:
+        h.create_tenant("acme")
+        h.create_tenant("globex")
+        me = (await h.client.get("/v1/me", headers=token)).json()
+        assert me["scopes"] == ["tenant:admin"]
+        # its own tenant: readable, keys manageable (but not platform-admin keys)
+        assert (
+            await h.client.get("/v1/admin/tenants/acme/policy", headers=token)
+        ).status_code == 200
+        created = await h.client.post(
+            "/v1/admin/tenants/acme/keys", headers=token, json={"scopes": ["jobs:read"]}
+        )
+        assert created.status_code == 201, created.text
+        escalate = await h.client.post(
+            "/v1/admin/tenants/acme/keys", headers=token, json={"scopes": ["admin"]}
+        )
+        assert escalate.status_code == 403
+        # the platform: nothing
+        assert (await h.client.get("/v1/admin/tenants", headers=token)).status_code == 403
+        own_policy = {"max_concurrent_jobs": 99}
+        put = await h.client.put("/v1/admin/tenants/acme/policy", headers=token, json=own_policy)
+        assert put.status_code == 403
+        assert (await h.client.get("/v1/admin/bans", headers=token)).status_code == 403
+        # another tenant: invisible
+        assert (await h.client.get("/v1/admin/tenants/globex", headers=token)).status_code == 404
+        keys = await h.client.get("/v1/admin/tenants/globex/keys", headers=token)
+        assert keys.status_code == 404
+        audit = await h.client.get("/v1/audit", headers=token, params={"tenant": "globex"})
+        assert audit.status_code == 403
+
+
+async def test_platform_admin_by_token_only_with_the_configured_claim(make_client: Any) -> None:
+    operator = jwt.encode(claims(scope="admin", fg_platform=True), HS_SECRET, "HS256")
+    user = jwt.encode(claims(scope="admin", fg_platform="yes"), HS_SECRET, "HS256")
+    async with make_client(**jwt_settings(jwt_platform_admin_claim="fg_platform")) as h:
+        h.create_tenant("acme")
+        listed = await h.client.get(
+            "/v1/admin/tenants", headers={"Authorization": f"Bearer {operator}"}
+        )
+        assert listed.status_code == 200, listed.text
+        refused = await h.client.get(
+            "/v1/admin/tenants", headers={"Authorization": f"Bearer {user}"}
+        )
+        assert refused.status_code == 403  # the claim must be exactly true
 
 
 def test_keys_without_issuer_or_audience_fail_loudly() -> None:

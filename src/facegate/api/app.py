@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
+from facegate.api.bodyguard import BodyGuardMiddleware
 from facegate.api.deps import document_credentials
 from facegate.api.handlers import install_error_handlers
 from facegate.api.middleware import RequestContextMiddleware
@@ -91,6 +92,9 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    # Innermost: authentication and body budgets before a body is read (needs the client IP
+    # and the gateway, which the next middleware puts on the request).
+    app.add_middleware(BodyGuardMiddleware, settings=settings)
     install_gateway(app, settings)  # rate limits, bans, load shedding (inside the next one)
     app.add_middleware(RequestContextMiddleware, hsts=settings.tls_enabled)
     # After the request-context middleware: the metrics/access-log one is then outermost.

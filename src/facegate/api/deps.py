@@ -28,13 +28,19 @@ from fastapi.security import HTTPBearer
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import PROBLEM_RESPONSES, Forbidden, Unauthorized
+from facegate.api.errors import (
+    PROBLEM_RESPONSES,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    document_body_problems,
+)
 from facegate.api.state import AppState
 from facegate.database import READ_ONLY, session_scope
 from facegate.observability.audit import IP_BAN, record_audit
 from facegate.ratelimit.gateway import Gateway
 from facegate.tenancy.identity import authenticate, cached_principal
-from facegate.tenancy.principal import Principal
+from facegate.tenancy.principal import TENANT_ADMIN, Principal
 from facegate.tenancy.service import TenancyService
 
 T = TypeVar("T")
@@ -197,6 +203,8 @@ def _resolve_principal(
                             f"ip:{ban.ip}",
                             {"strikes": ban.strikes, "until": int(ban.expires_at)},
                         )
+                # Bad credentials are no credentials: the per-IP limit applies too.
+                gateway.limit_ip(request.state.client_ip)
             raise
     if gateway is not None:
         tenant_id = principal.tenant_id
@@ -242,6 +250,7 @@ def document_credentials(app: FastAPI) -> None:
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = generate()
+        document_body_problems(schema)
         schemes = schema.get("components", {}).get("securitySchemes", {})
         if BEARER_SCHEME in schemes:
             schemes[API_KEY_SCHEME] = {"type": "apiKey", "in": "header", "name": API_KEY_HEADER}
@@ -270,12 +279,33 @@ def scoped(scope: str) -> object:
 
 AdminDep = Annotated[Principal, Depends(require_scope("admin"), scope="function")]
 
+
+class TenantAdminScheme(PrincipalScheme):
+    """The caller when it administers the path's ``{tenant_id}``: a platform admin, or
+    that tenant's own ``tenant:admin``. Another tenant's id is a 404, as everywhere."""
+
+    def __init__(self) -> None:
+        super().__init__(TENANT_ADMIN)
+
+    async def __call__(self, request: Request) -> Principal:  # type: ignore[override]
+        principal = await get_principal(request)
+        tenant_id = str(request.path_params.get("tenant_id", ""))
+        if principal.administers(tenant_id):
+            return principal
+        if principal.has(TENANT_ADMIN):
+            raise NotFound(f"no tenant {tenant_id!r}")
+        raise Forbidden("this call needs the 'admin' or 'tenant:admin' scope", scope="admin")
+
+
+TenantAdminDep = Annotated[Principal, Depends(TenantAdminScheme(), scope="function")]
+
 __all__ = [
     "PROBLEM_RESPONSES",
     "AdminDep",
     "PrincipalDep",
     "PrincipalScheme",
     "SessionDep",
+    "TenantAdminDep",
     "document_credentials",
     "get_principal",
     "get_session",

@@ -82,7 +82,17 @@ class Conflict(ProblemError):
     title = "Conflict"
 
 
+class RequestTimeout(ProblemError):
+    """The request body did not arrive in time (too slow a client)."""
+
+    status = 408
+    type_slug = "request-timeout"
+    title = "Request timeout"
+
+
 class PayloadTooLarge(ProblemError):
+    """A request body over its route's budget (``limit`` names the setting)."""
+
     status = 413
     type_slug = "payload-too-large"
     title = "Payload too large"
@@ -183,15 +193,34 @@ def problem_openapi(description: str) -> dict[str, Any]:
 
 # Spread into a route's ``responses=`` so OpenAPI declares the problem documents.
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: problem_openapi("Malformed request"),
     401: problem_openapi("Missing or invalid credentials"),
     403: problem_openapi("Not allowed (scope, policy)"),
     404: problem_openapi("Not found (or owned by another tenant)"),
     422: problem_openapi("Invalid request"),
-    429: problem_openapi("Rate limit or queue quota exceeded"),
+    429: problem_openapi("Rate limit, in-flight share or queue quota exceeded"),
+    503: problem_openapi("Overloaded, or a dependency is unavailable (Retry-After)"),
+}
+# Routes that take a body: it may be over its budget or arrive too slowly.
+BODY_PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **PROBLEM_RESPONSES,
+    408: problem_openapi("The request body arrived too slowly"),
+    413: problem_openapi("The request body is over this route's limit"),
 }
 UPLOAD_PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **PROBLEM_RESPONSES,
+    **BODY_PROBLEM_RESPONSES,
     413: problem_openapi("Upload over a size limit"),
     415: problem_openapi("Unsupported media type"),
     507: problem_openapi("Storage quota exceeded"),
 }
+
+
+def document_body_problems(schema: dict[str, Any]) -> None:
+    """Declare in the OpenAPI ``schema`` the 408 and 413 every operation with a request
+    body may answer (``facegate.api.bodyguard``'s refusals)."""
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            if isinstance(operation, dict) and "requestBody" in operation:
+                responses = operation.setdefault("responses", {})
+                for status, response in BODY_PROBLEM_RESPONSES.items():
+                    responses.setdefault(str(status), response)

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, problem_document
+from facegate.api.routetable import RouteTable
 from facegate.api.unavailable import UNAVAILABLE_ERRORS, database_unavailable
 from facegate.engine import errors as engine_errors
 
@@ -99,8 +100,15 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     detail: str = exc.detail if isinstance(exc.detail, str) else title
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no route {request.method} {request.url.path}"
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Starlette names only the methods of the first route matching the path; a path
+        # served by several routes (GET and POST /v1/jobs) allows all of theirs.
+        allowed = RouteTable.of(request.app).allowed(request.url.path)
+        headers["Allow"] = ", ".join(allowed)
+        detail = f"{request.method} is not allowed here; allowed: {headers['Allow']}"
     body = problem_document(exc.status_code, slug, title, detail)
-    return problem_response(request, body, dict(exc.headers or {}))
+    return problem_response(request, body, headers)
 
 
 def internal_error_body() -> dict[str, Any]:

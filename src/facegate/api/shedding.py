@@ -5,6 +5,11 @@ Two global caps (the specification's gateway protection, next to the circuit bre
 tenants (checked when a job is submitted, before its upload is read). Each tenant's own
 queue cap is a policy matter and stays in ``jobs.service`` (429).
 
+The in-flight slots are shared fairly: one client IP may hold at most ``per_client`` of
+them and requests without credentials together at most ``unauthenticated``, so one source
+of slow or abusive connections cannot take every slot (429 ``too-many-in-flight`` for
+that client, while everyone else is still served).
+
 Counting the queue takes a database query and a worker-thread hop, more than the rest of
 a submission's checks together, so :class:`QueuedEstimate` reuses a recent count while the
 queue is far from the cap and counts exactly again near it.
@@ -20,10 +25,11 @@ import structlog
 from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from facegate.api.errors import ServiceUnavailable
+from facegate.api.errors import RateLimited, ServiceUnavailable
 from facegate.database import session_scope
 from facegate.jobs.repository import JobRepository
-from facegate.ratelimit.middleware import EXEMPT_PATHS, send_problem
+from facegate.ratelimit.clientip import Network, client_ip
+from facegate.ratelimit.middleware import EXEMPT_PATHS, has_credentials, send_problem
 
 SUBMIT_PATH = "/v1/jobs"
 # How long a count of the queue may be reused while far from the cap.
@@ -83,10 +89,18 @@ class LoadSheddingMiddleware:
         max_in_flight: int,
         max_queued: int,
         retry_after: int,
+        per_client: int = 0,
+        unauthenticated: int = 0,
+        trusted_proxies: tuple[Network, ...] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
         self.max_in_flight = max_in_flight
+        self.per_client = per_client
+        self.unauthenticated = unauthenticated
+        self.trusted_proxies = trusted_proxies
+        self.by_client: dict[str, int] = {}
+        self.anonymous = 0
         self.max_queued = max_queued
         self.retry_after = retry_after
         self.in_flight = 0
@@ -115,8 +129,17 @@ class LoadSheddingMiddleware:
             )
             await send_problem(scope, send, refusal)
             return
+        ip = client_ip(scope, self.trusted_proxies)
+        anonymous = not has_credentials(scope)
+        share = self._share_refusal(ip, anonymous)
+        if share is not None:
+            log.warning("shedding request", limit=share.extra["limit"], path=path, ip=ip)
+            await send_problem(scope, send, share)
+            return
         # Counted on the event loop thread: no lock needed between the check and the add.
         self.in_flight += 1
+        self.by_client[ip] = self.by_client.get(ip, 0) + 1
+        self.anonymous += anonymous
         try:
             if self.max_queued and scope.get("method") == "POST" and path == SUBMIT_PATH:
                 queued = self.queued.fresh()
@@ -136,6 +159,28 @@ class LoadSheddingMiddleware:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
+            self.anonymous -= anonymous
+            left = self.by_client[ip] - 1
+            if left:
+                self.by_client[ip] = left
+            else:
+                del self.by_client[ip]
+
+    def _share_refusal(self, ip: str, anonymous: bool) -> RateLimited | None:
+        """A 429 when this client (or all credential-less requests) holds its share."""
+        if self.per_client and self.by_client.get(ip, 0) >= self.per_client:
+            limit, value, who = "max_in_flight_per_client", self.per_client, "this client has"
+        elif anonymous and self.unauthenticated and self.anonymous >= self.unauthenticated:
+            limit, value = "max_in_flight_unauthenticated", self.unauthenticated
+            who = "requests without credentials have"
+        else:
+            return None
+        return RateLimited(
+            f"{who} {value} requests in flight already; retry later",
+            retry_after=self.retry_after,
+            limit=limit,
+            limit_value=value,
+        )
 
 
 def _count_queued(app: Any) -> int:

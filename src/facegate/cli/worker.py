@@ -17,12 +17,6 @@ def _device_available() -> bool:
     return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
-def parse_tenants(value: str | None) -> frozenset[str] | None:
-    if value is None or not value.strip():
-        return None
-    return frozenset(part.strip() for part in value.split(",") if part.strip())
-
-
 @click.command()
 @click.option(
     "--tenants",
@@ -91,9 +85,8 @@ def worker(
     from facegate.jobs.process import WorkerOptions, run_worker
 
     settings = get_settings()
-    served_tenants = parse_tenants(tenants)
     options = WorkerOptions(
-        served=ServedTenants(served_tenants, logical_only=served_tenants is None),
+        served=ServedTenants.parse(tenants or settings.worker_tenants, logical_only=True),
         concurrency=concurrency or settings.workers or 2,
         grace_seconds=grace_seconds,
         heartbeat_seconds=heartbeat_seconds,

@@ -105,8 +105,9 @@ def choose_job(
 class LockingClaimer:
     """JobClaimer for SQLite and PostgreSQL: one serialised transaction per claim."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, tenants: frozenset[str] | None = None) -> None:
         self.engine = engine
+        self.tenants = tenants  # only these tenants' jobs (a tenant-bound server); None: all
 
     def claim(
         self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
@@ -123,7 +124,7 @@ class LockingClaimer:
     def _claim_locked(
         self, conn: Connection, worker_id: str, lease_seconds: float, uses_device: bool
     ) -> Claim | None:
-        heads = _queue_heads(conn)
+        heads = _queue_heads(conn, self.tenants)
         if not heads:
             return None
         running = _running_counts(conn)
@@ -154,7 +155,7 @@ class LockingClaimer:
         return Claim(chosen.job_id, chosen.tenant_id, int(attempt), worker_id, expires)
 
 
-def _queue_heads(conn: Connection) -> list[QueueHead]:
+def _queue_heads(conn: Connection, tenants: frozenset[str] | None) -> list[QueueHead]:
     rank = (
         func.row_number()
         .over(
@@ -163,11 +164,12 @@ def _queue_heads(conn: Connection) -> list[QueueHead]:
         )
         .label("rank")
     )
-    ranked = (
-        select(Job.id, Job.tenant_id, Job.priority, Job.created_at, rank)
-        .where(Job.status == "queued")
-        .subquery()
+    queued = select(Job.id, Job.tenant_id, Job.priority, Job.created_at, rank).where(
+        Job.status == "queued"
     )
+    if tenants is not None:
+        queued = queued.where(Job.tenant_id.in_(sorted(tenants)))
+    ranked = queued.subquery()
     rows = conn.execute(
         select(ranked.c.id, ranked.c.tenant_id, ranked.c.priority, ranked.c.created_at).where(
             ranked.c.rank == 1

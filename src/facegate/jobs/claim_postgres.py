@@ -50,6 +50,16 @@ class ServedTenants:
     tenants: frozenset[str] | None = None
     logical_only: bool = False
 
+    @classmethod
+    def parse(cls, value: str | None, *, logical_only: bool = False) -> ServedTenants:
+        """From a comma-separated list (``--tenants``, ``FACEGATE_WORKER_TENANTS``, the
+        specification's ``TENANT_ID``); empty or None: every tenant (``logical_only``
+        then applies)."""
+        names = frozenset(p.strip() for p in (value or "").split(",") if p.strip())
+        if names:
+            return cls(names)
+        return cls(None, logical_only=logical_only)
+
     def describe(self) -> str:
         if self.tenants is not None:
             return ",".join(sorted(self.tenants))

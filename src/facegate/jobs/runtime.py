@@ -8,9 +8,12 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 
 import anyio.to_thread
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.api.state import AppState
+from facegate.jobs.claim import JobClaimer, LockingClaimer
+from facegate.jobs.claim_postgres import PostgresClaimer, ServedTenants
 from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.models.requests import use_installation_models
 from facegate.provenance.marker import marker_for
@@ -49,6 +52,16 @@ def wake_workers(state: AppState) -> None:
         pool.wake()
 
 
+def served_claimer(engine: Engine, worker_tenants: str | None) -> JobClaimer:
+    """The claim of the in-process workers: every tenant's jobs, or only those of
+    ``worker_tenants`` (a tenant-bound ``serve``, e.g. a tenant's Knative service, must
+    never run another tenant's job from the shared database)."""
+    served = ServedTenants.parse(worker_tenants)
+    if engine.dialect.name == "postgresql" and served.tenants is not None:
+        return PostgresClaimer(engine, served)
+    return LockingClaimer(engine, served.tenants)
+
+
 @asynccontextmanager
 async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     """Start ``settings.workers`` worker threads for the app's lifetime (none when 0)."""
@@ -64,7 +77,13 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     )
     # The embedded shape makes its signing identity on first start, as it makes its database.
     marker = marker_for(settings.provenance_path, create=True)
-    pool = WorkerPool(state.engine, tenant_store_for(settings.storage_url), config, marker=marker)
+    pool = WorkerPool(
+        state.engine,
+        tenant_store_for(settings.storage_url),
+        config,
+        claimer=served_claimer(state.engine, settings.worker_tenants),
+        marker=marker,
+    )
     await anyio.to_thread.run_sync(pool.start)
     _POOLS[settings.database_url] = pool
     try:

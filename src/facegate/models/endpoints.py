@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
+from facegate.api.bodyguard import body_kind
 from facegate.api.deps import SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.engine.models.manifest import MODEL_KINDS
@@ -26,13 +27,11 @@ router = APIRouter(prefix="/v1", tags=["models"], responses=PROBLEM_RESPONSES)
 
 ReadPrincipal = Annotated[Principal, scoped("jobs:read")]
 WritePrincipal = Annotated[Principal, scoped("jobs:write")]
-DEFAULT_MAX_MODEL_BYTES = 1 << 30  # inswapper_128 is 554 MB; nothing FaceFusion ships is > 1 GB
 
 
 def _service(request: Request) -> ModelService:
     settings = get_state(request).settings
-    max_bytes = int(getattr(settings, "max_model_bytes", DEFAULT_MAX_MODEL_BYTES))
-    return ModelService(model_store_for(settings.models_dir), max_bytes)
+    return ModelService(model_store_for(settings.models_dir), settings.max_model_bytes)
 
 
 @router.post(
@@ -44,6 +43,7 @@ def _service(request: Request) -> ModelService:
         422: problem_openapi("The file is not a valid model of the declared kind"),
     },
 )
+@body_kind("model")
 def upload_model(
     request: Request,
     response: Response,

@@ -47,6 +47,9 @@ class ObservabilityMiddleware:
             return
         started = time.perf_counter()
         status = 500
+        # A keep-alive connection starts each request's task from the previous one's
+        # context: drop its log context (request id, tenant) before anything logs.
+        structlog.contextvars.clear_contextvars()
         token = bind_request_scope(scope)  # type: ignore[arg-type]
 
         async def send_status(message: Message) -> None:

@@ -13,11 +13,15 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import IO, Any
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
 from structlog.typing import EventDict, Processor, WrappedLogger
+
+from facegate.observability.redaction import redactor
 
 _request_scope: ContextVar[dict[str, Any] | None] = ContextVar("facegate_scope", default=None)
 
@@ -44,7 +48,9 @@ def add_request_context(_: WrappedLogger, __: str, event_dict: EventDict) -> Eve
     scope = _request_scope.get()
     if scope is not None:
         state = scope.get("state") or {}
-        if "request_id" not in event_dict and state.get("request_id"):
+        if state.get("request_id"):
+            # The scope's id wins over a context variable: on a keep-alive connection the
+            # next request's task starts with a copy of the previous one's context.
             event_dict["request_id"] = state["request_id"]
         principal = state.get("principal")
         if principal is not None:
@@ -90,7 +96,9 @@ def shared_processors() -> list[Processor]:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
         # Tracebacks as JSON data: a multi-line traceback would break one-event-per-line.
-        structlog.processors.dict_tracebacks,
+        # No frame locals: they held settings, request bodies and keys (and 100s of KB).
+        structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
+        redactor,
     ]
 
 
@@ -100,11 +108,14 @@ def configure_logging(
     fmt: str = "json",
     stream: IO[str] | None = None,
     cache: bool = True,
+    secrets: Iterable[str] = (),
 ) -> None:
     """Configure structlog (and route the standard library's loggers through it).
 
     ``fmt``: ``json`` (production, Loki) or ``console`` (a developer's terminal).
+    ``secrets``: values masked in every line (``Settings.secret_values()``).
     """
+    redactor.configure(secrets)
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     renderer: Processor = (
         structlog.dev.ConsoleRenderer(colors=False)

@@ -14,7 +14,7 @@ from facegate.settings import Settings
 
 
 def install_observability(app: FastAPI, settings: Settings) -> None:
-    configure_logging(settings.log_level, fmt=settings.log_format)
+    configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
     tenant_label.reconfigure(settings.metrics_tenant_cap)
     install_model_load_hook()
     if settings.metrics_enabled:

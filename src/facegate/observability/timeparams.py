@@ -15,8 +15,16 @@ def as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+# Nothing this service records is older; an earlier bound is a mistake (often a negative
+# Unix time), not a query.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def window(start: datetime | None, end: datetime | None) -> tuple[datetime | None, datetime | None]:
     start, end = as_utc(start), as_utc(end)
+    for name, value in (("from", start), ("to", end)):
+        if value is not None and value < EARLIEST:
+            raise BadRequest(f"{name!r} must not be before 1970-01-01", limit=name)
     if start is not None and end is not None and end <= start:
         raise BadRequest("'to' must be after 'from'")
     return start, end

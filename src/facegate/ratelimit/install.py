@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from facegate.api.shedding import LoadSheddingMiddleware
+from facegate.ratelimit.clientip import parse_networks
 from facegate.ratelimit.gateway import Gateway
 from facegate.ratelimit.middleware import GatewayMiddleware
 from facegate.settings import Settings
@@ -21,6 +22,11 @@ def install_gateway(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(
         LoadSheddingMiddleware,
         max_in_flight=settings.max_in_flight_requests,
+        per_client=settings.max_in_flight_per_client or settings.max_in_flight_requests // 16,
+        unauthenticated=(
+            settings.max_in_flight_unauthenticated or settings.max_in_flight_requests // 8
+        ),
+        trusted_proxies=parse_networks(settings.trusted_proxies),
         max_queued=settings.max_queued_jobs_total,
         retry_after=settings.shed_retry_after_seconds,
     )

@@ -1,5 +1,7 @@
 """Tenancy HTTP routes: ``GET /v1/me`` (who am I) and the admin routes for tenants,
-policies and API keys (``admin`` scope)."""
+policies and API keys. Creating, changing, suspending and listing tenants needs the
+platform ``admin`` scope; reading one tenant, its policy, and managing its keys is open to
+that tenant's own ``tenant:admin`` too (another tenant's id is then a 404)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel
 
-from facegate.api.deps import AdminDep, PrincipalDep, SessionDep
-from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
+from facegate.api.deps import AdminDep, PrincipalDep, SessionDep, TenantAdminDep
+from facegate.api.errors import PROBLEM_RESPONSES, Forbidden, problem_openapi
 from facegate.observability import audit
 from facegate.observability.audit import record_admin_read, record_audit
 from facegate.tenancy import audited
+from facegate.tenancy.principal import PLATFORM_ADMIN
 from facegate.tenancy.schemas import (
     KeyCreate,
     KeyCreated,
@@ -68,7 +71,7 @@ def list_tenants(session: SessionDep, _: AdminDep) -> list[TenantOut]:
 
 
 @admin_router.get("/{tenant_id}")
-def get_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> TenantOut:
+def get_tenant(tenant_id: str, session: SessionDep, admin: TenantAdminDep) -> TenantOut:
     tenant = TenancyService(session).get_tenant(tenant_id)
     record_admin_read(session, admin, tenant_id, "tenant")
     return TenantOut.model_validate(tenant)
@@ -106,7 +109,7 @@ def resume_tenant(tenant_id: str, session: SessionDep, admin: AdminDep) -> Tenan
 
 
 @admin_router.get("/{tenant_id}/policy")
-def get_policy(tenant_id: str, session: SessionDep, admin: AdminDep) -> PolicyOut:
+def get_policy(tenant_id: str, session: SessionDep, admin: TenantAdminDep) -> PolicyOut:
     policy = TenancyService(session).get_policy(tenant_id)
     record_admin_read(session, admin, tenant_id, "policy")
     return PolicyOut.model_validate(policy)
@@ -130,23 +133,26 @@ def put_policy(tenant_id: str, spec: PolicySpec, session: SessionDep, admin: Adm
 
 @admin_router.post("/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(
-    tenant_id: str, request: KeyCreate, session: SessionDep, admin: AdminDep
+    tenant_id: str, request: KeyCreate, session: SessionDep, admin: TenantAdminDep
 ) -> KeyCreated:
-    """Create an API key. The ``token`` is in this response only; it is stored hashed."""
+    """Create an API key. The ``token`` is in this response only; it is stored hashed.
+    A tenant's own admin cannot grant the platform ``admin`` scope."""
+    if PLATFORM_ADMIN in request.scopes and not admin.is_admin:
+        raise Forbidden("only a platform admin may create 'admin' keys", scope="admin")
     created = audited.create_key(session, admin, tenant_id, request)
     out = KeyOut.model_validate(created.key)
     return KeyCreated(**out.model_dump(), token=created.token)
 
 
 @admin_router.get("/{tenant_id}/keys")
-def list_keys(tenant_id: str, session: SessionDep, admin: AdminDep) -> list[KeyOut]:
+def list_keys(tenant_id: str, session: SessionDep, admin: TenantAdminDep) -> list[KeyOut]:
     found = TenancyService(session).list_keys(tenant_id)
     record_admin_read(session, admin, tenant_id, "keys")
     return [KeyOut.model_validate(k) for k in found]
 
 
 @admin_router.delete("/{tenant_id}/keys/{key_id}")
-def revoke_key(tenant_id: str, key_id: str, session: SessionDep, admin: AdminDep) -> KeyOut:
+def revoke_key(tenant_id: str, key_id: str, session: SessionDep, admin: TenantAdminDep) -> KeyOut:
     """Revoke a key (kept for the audit trail; it answers 401 from now on)."""
     return KeyOut.model_validate(audited.revoke_key(session, admin, tenant_id, key_id))
 

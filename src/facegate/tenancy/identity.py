@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import structlog
 from sqlalchemy.orm import Session
 
 from facegate.api.errors import Unauthorized
@@ -17,9 +18,11 @@ from facegate.db import utcnow
 from facegate.tenancy import keys
 from facegate.tenancy.jwt import InvalidToken, JwtVerifier
 from facegate.tenancy.keycache import key_cache
-from facegate.tenancy.principal import ALL_SCOPES, Principal
+from facegate.tenancy.principal import ALL_SCOPES, PLATFORM_ADMIN, TENANT_ADMIN, Principal
 from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.service import LAST_USED_RESOLUTION
+
+log = structlog.get_logger(__name__)
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -72,13 +75,14 @@ def authenticate(
     try:
         verified = verifier.verify(token)
     except InvalidToken as exc:
-        raise Unauthorized(f"invalid token: {exc}") from exc
+        # Why a token failed helps an attacker tune the next one: logged, not answered.
+        log.info("jwt rejected", reason=str(exc))
+        raise Unauthorized("invalid token") from exc
     _require_active_tenant(TenancyRepository(session), verified.tenant_id)
-    return Principal(
-        tenant_id=verified.tenant_id,
-        scopes=frozenset(verified.scopes & set(ALL_SCOPES)),
-        actor=f"jwt:{verified.subject}",
-    )
+    scopes = frozenset(verified.scopes & set(ALL_SCOPES))
+    if PLATFORM_ADMIN in scopes and not verifier.grants_platform_admin(verified):
+        scopes = (scopes - {PLATFORM_ADMIN}) | {TENANT_ADMIN}
+    return Principal(tenant_id=verified.tenant_id, scopes=scopes, actor=f"jwt:{verified.subject}")
 
 
 def authenticate_api_key(session: Session, token: str) -> Principal:

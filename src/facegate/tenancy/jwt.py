@@ -81,6 +81,7 @@ class JwtVerifier:
         tenant_claim: str = "tenant",
         scope_claim: str = "scope",
         leeway_seconds: int = 30,
+        platform_admin_claim: str | None = None,
     ) -> None:
         self.keys = list(keys)
         self.issuer = issuer
@@ -88,6 +89,7 @@ class JwtVerifier:
         self.tenant_claim = tenant_claim
         self.scope_claim = scope_claim
         self.leeway_seconds = leeway_seconds
+        self.platform_admin_claim = platform_admin_claim
 
     @classmethod
     def from_settings(cls, settings: Settings) -> JwtVerifier | None:
@@ -118,7 +120,14 @@ class JwtVerifier:
             tenant_claim=settings.jwt_tenant_claim,
             scope_claim=settings.jwt_scope_claim,
             leeway_seconds=settings.jwt_leeway_seconds,
+            platform_admin_claim=settings.jwt_platform_admin_claim,
         )
+
+    def grants_platform_admin(self, token: VerifiedToken) -> bool:
+        """Whether ``token`` makes a platform operator: only with the configured claim set
+        to ``true``. Without it a token's ``admin`` scope administers its own tenant."""
+        claim = self.platform_admin_claim
+        return claim is not None and token.claims.get(claim) is True
 
     def verify(self, token: str) -> VerifiedToken:
         try:

@@ -5,8 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Scope = Literal["jobs:write", "jobs:read", "usage:read", "admin"]
-ALL_SCOPES: tuple[Scope, ...] = ("jobs:write", "jobs:read", "usage:read", "admin")
+Scope = Literal["jobs:write", "jobs:read", "usage:read", "tenant:admin", "admin"]
+ALL_SCOPES: tuple[Scope, ...] = ("jobs:write", "jobs:read", "usage:read", "tenant:admin", "admin")
+# ``admin`` is the platform operator (every tenant, the tenants themselves, bans). Only an
+# installation's API keys carry it, or a JWT with the configured platform-admin claim.
+PLATFORM_ADMIN: Scope = "admin"
+# ``tenant:admin`` administers its own tenant (its keys, a view of its policy) and holds
+# every scope of that tenant; a JWT's plain ``admin`` becomes this.
+TENANT_ADMIN: Scope = "tenant:admin"
+TENANT_SCOPES: frozenset[str] = frozenset({"jobs:write", "jobs:read", "usage:read"})
 
 
 @dataclass(frozen=True)
@@ -24,7 +31,14 @@ class Principal:
 
     @property
     def is_admin(self) -> bool:
-        return "admin" in self.scopes
+        """A platform admin (not a tenant's own admin)."""
+        return PLATFORM_ADMIN in self.scopes
 
     def has(self, scope: str) -> bool:
-        return scope in self.scopes or self.is_admin
+        if scope in self.scopes or self.is_admin:
+            return True
+        return TENANT_ADMIN in self.scopes and scope in TENANT_SCOPES
+
+    def administers(self, tenant_id: str) -> bool:
+        """May manage ``tenant_id``: a platform admin any tenant, a tenant admin its own."""
+        return self.is_admin or (TENANT_ADMIN in self.scopes and tenant_id == self.tenant_id)

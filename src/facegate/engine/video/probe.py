@@ -90,9 +90,11 @@ def _count_packets(container: av.container.InputContainer, stream: av.VideoStrea
         for packet in container.demux(stream):
             if packet.size:
                 count += 1
-    except av.error.FFmpegError as exc:
+        # A track with no samples cannot be rewound (FFmpeg answers EPERM, which PyAV
+        # raises as PermissionError): damaged input, not a server fault.
+        container.seek(0)
+    except (av.error.FFmpegError, OSError) as exc:
         raise CorruptMedia(f"the video data is damaged: {exc}") from None
-    container.seek(0)
     return count
 
 

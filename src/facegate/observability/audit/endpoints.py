@@ -16,6 +16,8 @@ from facegate.observability.audit.repository import AuditRepository, event_field
 from facegate.observability.timeparams import tenant_for, window
 from facegate.tenancy.principal import Principal
 
+# The largest seq the column holds (a signed 64-bit integer): a larger cursor is a 422.
+MAX_SEQ = 2**63 - 1
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=PROBLEM_RESPONSES)
 
 
@@ -34,7 +36,7 @@ def list_audit(
     action: Annotated[str | None, Query(max_length=64)] = None,
     start: Annotated[datetime | None, Query(alias="from")] = None,
     end: Annotated[datetime | None, Query(alias="to")] = None,
-    after: Annotated[int | None, Query(ge=0, description="Cursor: a seq")] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ, description="Cursor: a seq")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditPage:
     start, end = window(start, end)

@@ -1,0 +1,251 @@
+"""Request bodies under a budget, decided from the headers before a byte is read.
+
+FastAPI reads (and spools) a request's whole body before it resolves any dependency, so
+without this a client with no credentials could make the server buffer hundreds of
+megabytes before learning it gets a 401. For every request that carries a body this
+middleware, innermost of the gateway's:
+
+1. matches the route and, when the route needs a principal, **authenticates from the
+   headers** and checks the route's scope (401/403 without reading the body; a failed
+   authentication counts towards the client IP's ban, see ``api.deps``);
+2. sets the route's **budget**: JSON bodies ``max_json_body_bytes``; uploads the tenant's
+   ``max_input_bytes`` twice (a target at its cap and sources beside it) plus the form's
+   overhead; model files ``max_model_bytes``. A ``Content-Length`` over it is a 413 at once;
+   a chunked body is counted as it arrives and stopped at the budget;
+3. holds the body to a **minimum rate**: after ``body_grace_seconds`` a body must keep
+   arriving at ``body_min_bytes_per_second`` or the request ends with 408 — a client that
+   drips a byte every few seconds cannot hold a slot.
+
+The principal resolved here is the one the route's dependencies see (``get_principal``
+caches it on the request), so nothing is authenticated twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import anyio
+from fastapi import params
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from facegate.api.deps import PrincipalScheme, get_principal, get_state
+from facegate.api.errors import (
+    Forbidden,
+    PayloadTooLarge,
+    ProblemError,
+    RequestTimeout,
+)
+from facegate.api.routetable import RouteTable
+from facegate.database import session_scope
+from facegate.ratelimit.middleware import send_problem
+from facegate.settings import Settings
+from facegate.tenancy.principal import Principal
+from facegate.tenancy.service import TenancyService
+
+BodyKind = Literal["json", "upload", "model"]
+# Multipart framing and the small form fields (options JSON) of an upload.
+FORM_OVERHEAD_BYTES = 1 << 20
+_BODY_KIND_ATTRIBUTE = "__facegate_body__"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def body_kind(kind: BodyKind) -> Callable[[F], F]:
+    """Mark a route whose body is neither JSON nor a tenant's media upload (the model
+    upload: its budget is ``max_model_bytes``). Routes with ``File`` parameters are uploads
+    without marking."""
+
+    def mark(endpoint: F) -> F:
+        setattr(endpoint, _BODY_KIND_ATTRIBUTE, kind)
+        return endpoint
+
+    return mark
+
+
+@dataclass(frozen=True)
+class RouteBody:
+    """What a route's body needs before it may be read."""
+
+    kind: BodyKind
+    authenticated: bool  # the route resolves a principal
+    scope: str | None  # the scope it requires, if any
+
+
+def _schemes(dependant: Dependant) -> Iterator[PrincipalScheme]:
+    for dependency in dependant.dependencies:
+        if isinstance(dependency.call, PrincipalScheme):
+            yield dependency.call
+        yield from _schemes(dependency)
+
+
+def describe_route(route: APIRoute) -> RouteBody:
+    """The body rules of ``route``, read from its declaration (its principal dependency and
+    its body parameters)."""
+    schemes = list(_schemes(route.dependant))
+    scopes = [scheme.scope for scheme in schemes if scheme.scope is not None]
+    marked: BodyKind | None = getattr(route.endpoint, _BODY_KIND_ATTRIBUTE, None)
+    has_files = any(isinstance(p.field_info, params.File) for p in route.dependant.body_params)
+    kind: BodyKind = marked or ("upload" if has_files else "json")
+    return RouteBody(kind, authenticated=bool(schemes), scope=scopes[0] if scopes else None)
+
+
+def has_body(scope: Scope) -> bool:
+    """Whether the request announces a body (a non-zero Content-Length, or chunked)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            return value.strip() not in (b"", b"0")
+        if name == b"transfer-encoding":
+            return True
+    return False
+
+
+def declared_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class BodyBudget:
+    """Counts a body as it arrives; raises when it goes over ``limit`` bytes or below the
+    minimum rate (both as problems the middleware answers with)."""
+
+    def __init__(
+        self, limit: int, *, min_rate: float, grace: float, clock: Callable[[], float]
+    ) -> None:
+        self.limit = limit
+        self.min_rate = min_rate
+        self.grace = grace
+        self.clock = clock
+        self.started = clock()
+        self.received = 0
+
+    def deadline(self) -> float:
+        """When the next chunk must have arrived: the grace plus the time the bytes so far
+        earned at the minimum rate."""
+        return self.started + self.grace + self.received / self.min_rate
+
+    def count(self, size: int) -> None:
+        self.received += size
+        if self.received > self.limit:
+            raise PayloadTooLarge(
+                f"the request body is over this route's {self.limit}-byte limit",
+                limit="max_body_bytes",
+                limit_value=self.limit,
+            )
+
+
+class BodyGuardMiddleware:
+    """Authentication, scope and size decided from the headers; bodies read under budget."""
+
+    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+        self.app = app
+        self.json_limit = settings.max_json_body_bytes
+        self.model_limit = settings.max_model_bytes
+        self.min_rate = float(settings.body_min_bytes_per_second)
+        self.grace = settings.body_grace_seconds
+        self.clock: Callable[[], float] = time.monotonic
+        self._routes: dict[int, RouteBody] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        try:
+            limit = await self._admit(scope)
+        except ProblemError as error:
+            await send_problem(scope, send, error)
+            return
+        budget = BodyBudget(limit, min_rate=self.min_rate, grace=self.grace, clock=self.clock)
+        await self._run(scope, receive, send, budget)
+
+    def _route(self, scope: Scope) -> RouteBody | None:
+        route = RouteTable.of(scope["app"]).find(scope["method"], scope["path"])
+        if route is None:
+            return None
+        known = self._routes.get(id(route))
+        if known is None:
+            known = self._routes[id(route)] = describe_route(route)
+        return known
+
+    async def _admit(self, scope: Scope) -> int:
+        """The body budget of this request, after authentication and the scope check."""
+        route = self._route(scope)
+        principal: Principal | None = None
+        if route is not None and route.authenticated:
+            request = Request(scope)
+            principal = await get_principal(request)
+            if route.scope is not None and not principal.has(route.scope):
+                raise Forbidden(f"this call needs the {route.scope!r} scope", scope=route.scope)
+        limit = await self._limit(scope, route, principal)
+        length = declared_length(scope)
+        if length is not None and length > limit:
+            raise PayloadTooLarge(
+                f"the request body ({length} bytes) is over this route's {limit}-byte limit",
+                limit="max_body_bytes",
+                limit_value=limit,
+            )
+        return limit
+
+    async def _limit(self, scope: Scope, route: RouteBody | None, who: Principal | None) -> int:
+        if route is None or route.kind == "json" or who is None:
+            return self.json_limit
+        if route.kind == "model":
+            return self.model_limit + FORM_OVERHEAD_BYTES
+        factory = get_state(Request(scope)).session_factory
+
+        def max_input_bytes() -> int:
+            with session_scope(factory, read_only=True) as session:
+                return TenancyService(session).get_policy(who.tenant_id).max_input_bytes
+
+        return 2 * await anyio.to_thread.run_sync(max_input_bytes) + FORM_OVERHEAD_BYTES
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, budget: BodyBudget) -> None:
+        refusal: ProblemError | None = None
+        started = False
+
+        async def guarded_receive() -> Message:
+            nonlocal refusal
+            wait = max(0.0, budget.deadline() - budget.clock())
+            try:
+                with anyio.fail_after(wait):
+                    message = await receive()
+            except TimeoutError:
+                refusal = RequestTimeout(
+                    "the request body arrived too slowly "
+                    f"(under {int(budget.min_rate)} bytes per second)",
+                    limit="body_min_bytes_per_second",
+                    limit_value=int(budget.min_rate),
+                )
+                raise refusal from None
+            if message["type"] == "http.request":
+                try:
+                    budget.count(len(message.get("body", b"")))
+                except ProblemError as error:
+                    refusal = error
+                    raise
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refusal is not None and not started:
+                return  # the app's answer to a body we cut off; ours goes instead
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        except ProblemError as error:
+            if error is not refusal or started:
+                raise
+        if refusal is not None and not started:
+            await send_problem(scope, send, refusal)
