@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +10,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, given, settings
+from tests.liveserver import serving
 
 from facegate.api.app import create_app
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
@@ -25,12 +22,6 @@ from facegate.tenancy.service import TenancyService
 pytestmark = pytest.mark.timeout(300)
 TOKEN: dict[str, str] = {}
 SEEN: Counter[int] = Counter()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -54,21 +45,8 @@ def live_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         models_dir=tmp / "models",
         workers=0,
     )
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(settings_, services=[]), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield schemathesis.openapi.from_url(f"{base}/openapi.json")
-    server.should_exit = True
-    thread.join(30)
+    with serving(create_app(settings_, services=[])) as base:
+        yield schemathesis.openapi.from_url(f"{base}/openapi.json")
 
 
 def check_case(case: Any) -> None:

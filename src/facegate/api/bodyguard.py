@@ -171,6 +171,7 @@ class BodyGuardMiddleware:
         route = RouteTable.of(scope["app"]).find(scope["method"], scope["path"])
         if route is None:
             return None
+        scope["route"] = route  # metrics and logs label a refusal with its route too
         known = self._routes.get(id(route))
         if known is None:
             known = self._routes[id(route)] = describe_route(route)
