@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 import pytest
 from jobhelpers import DEBUG_TENANT_POLICY, photo, submit, wait_terminal
+from tests.dbkit import drop_database, fresh_database
 
-from facegate.jobs.runtime import tenant_store_for
+from facegate.database import create_engine_from_url
+from facegate.jobs.runtime import tenant_store_for, workers_service
 from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.provenance.marker import marker_for
 
@@ -76,3 +79,30 @@ async def test_a_long_queue_does_not_starve_another_tenant(make_client: Any) -> 
         assert max_overlap(intervals) <= 2
         assert max_overlap(intervals) == 2  # the cap was actually reached, not just respected
         assert all(job["attempts"] <= 1 for job in a_jobs)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+async def test_a_tenant_bound_server_never_claims_another_tenants_job(
+    make_client: Any, backend: str, tmp_path: Path
+) -> None:
+    """``serve`` in a tenant's own pod (TENANT_ID / FACEGATE_WORKER_TENANTS) shares the
+    database with every tenant: it runs its tenant's jobs and leaves the others queued."""
+    engine, url, schema = fresh_database(backend, tmp_path, name="bound", what="tenant-bound")
+    engine.dispose()
+    try:
+        overrides = {"database_url": url, "worker_tenants": "tenant-a", "job_poll_seconds": 0.05}
+        async with make_client(services=[workers_service], workers=1, **overrides) as h:
+            h.create_tenant("tenant-a", **DEBUG_TENANT_POLICY)
+            h.create_tenant("tenant-b", **DEBUG_TENANT_POLICY)
+            a, b = h.headers("tenant-a"), h.headers("tenant-b")
+            b_id = (await submit(h.client, b, target=photo())).json()["id"]  # queued first
+            a_id = (await submit(h.client, a, target=photo())).json()["id"]
+            assert (await wait_terminal(h.client, a, a_id))["status"] == "succeeded"
+            await asyncio.sleep(1.0)  # twenty more polls of the idle worker
+            b_job = (await h.client.get(f"/v1/jobs/{b_id}", headers=b)).json()
+            assert b_job["status"] == "queued"
+            assert b_job["attempts"] == 0
+    finally:
+        drop_database(create_engine_from_url(url), schema)
