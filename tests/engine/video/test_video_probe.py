@@ -114,3 +114,24 @@ def test_limits(tmp_path: Path, limits: VideoLimits, name: str) -> None:
 def test_variable_frame_rate_is_accepted(tmp_path: Path) -> None:
     info = probe_video(create_clip(tmp_path / "v.mkv", seconds=1.0, vfr=True))
     assert info.frames == 30
+
+
+def zero_sample_tables(data: bytes) -> bytes:
+    """The issue's crafted MP4: the track's sample tables emptied in place (the entry counts
+    of stts/stsc/stco/stss and the sample count of stsz set to zero)."""
+    patched = bytearray(data)
+    for box, count_at in ((b"stts", 8), (b"stsc", 8), (b"stco", 8), (b"stss", 8), (b"stsz", 12)):
+        start = 0
+        while (found := patched.find(box, start)) != -1:
+            # after the type: version+flags (4 bytes), then the count field
+            patched[found + 4 + count_at - 4 : found + 4 + count_at] = b"\x00" * 4
+            start = found + 4
+    return bytes(patched)
+
+
+def test_a_track_with_zero_samples_is_corrupt(tmp_path: Path) -> None:
+    clip = create_clip(tmp_path / "a.mp4", seconds=0.5, audio=False)
+    crafted = tmp_path / "zero.mp4"
+    crafted.write_bytes(zero_sample_tables(clip.read_bytes()))
+    with pytest.raises((CorruptMedia, UnsupportedMedia)):
+        probe_video(crafted)

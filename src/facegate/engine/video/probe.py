@@ -91,9 +91,9 @@ def _count_packets(container: av.container.InputContainer, stream: av.VideoStrea
             if packet.size:
                 count += 1
         # A track with no samples cannot be rewound (FFmpeg answers EPERM, which PyAV
-        # raises as PermissionError): damaged input, not a server fault.
+        # raises as av.error.PermissionError, an FFmpegError): damaged input, not a fault.
         container.seek(0)
-    except (av.error.FFmpegError, OSError) as exc:
+    except av.error.FFmpegError as exc:
         raise CorruptMedia(f"the video data is damaged: {exc}") from None
     return count
 
