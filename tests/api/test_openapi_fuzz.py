@@ -1,5 +1,7 @@
 """Property-based fuzzing of the whole OpenAPI document (schemathesis) against the live app
-(uvicorn on a local port) with a real tenant's API key: no 5xx, every error problem+json."""
+(uvicorn on a local port), once with a tenant's API key and once with a platform admin's:
+no 5xx, every status, content type, body and header as the schema declares them, every
+error problem+json."""
 
 from __future__ import annotations
 
@@ -11,6 +13,15 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import not_a_server_error
+from schemathesis.generation import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from tests.liveserver import serving
 
 from facegate.api.app import create_app
@@ -21,7 +32,15 @@ from facegate.tenancy.service import TenancyService
 
 pytestmark = pytest.mark.timeout(300)
 TOKEN: dict[str, str] = {}
-SEEN: Counter[int] = Counter()
+SEEN: dict[str, Counter[int]] = {"tenant": Counter(), "admin": Counter()}
+# schemathesis' response checks: server errors, and conformance to the declared schema.
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +51,15 @@ def live_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     engine = create_engine_from_url(url)
     with session_scope(create_session_factory(engine)) as session:
         service = TenancyService(session)
-        policy = PolicySpec(allowed_processors=["face_swapper", "face_debugger"])
+        # A rate limit the run never reaches: every case must reach the route.
+        policy = PolicySpec(
+            allowed_processors=["face_swapper", "face_debugger"], requests_per_minute=1_000_000
+        )
         service.create_tenant(TenantSpec(id="fuzz", policy=policy))
         scopes = KeyCreate(scopes=["jobs:write", "jobs:read", "usage:read"])
-        TOKEN["value"] = service.create_key("fuzz", scopes).token
+        TOKEN["tenant"] = service.create_key("fuzz", scopes).token
+        service.create_tenant(TenantSpec(id="ops", policy=policy))
+        TOKEN["admin"] = service.create_key("ops", KeyCreate(scopes=["admin"])).token
     engine.dispose()
     settings_ = Settings(  # type: ignore[call-arg]
         _env_file=None,
@@ -44,22 +68,24 @@ def live_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         data_dir=tmp,
         models_dir=tmp / "models",
         workers=0,
+        rate_limit_ip_per_minute=1_000_000,
     )
     with serving(create_app(settings_, services=[])) as base:
         yield schemathesis.openapi.from_url(f"{base}/openapi.json")
 
 
-def check_case(case: Any) -> None:
-    # The real tenant's key replaces whatever credentials were generated.
+def check_case(case: Any, who: str) -> None:
+    # The real key replaces whatever credentials were generated.
     headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "x-api-key"}
-    headers["Authorization"] = f"Bearer {TOKEN['value']}"
+    headers["Authorization"] = f"Bearer {TOKEN[who]}"
     case.headers = headers
     response = case.call(timeout=30)
     content_type = response.headers.get("content-type") or [""]
     content_type = content_type[0] if isinstance(content_type, list) else content_type
-    SEEN[response.status_code] += 1
+    SEEN[who][response.status_code] += 1
     where = (case.method, case.formatted_path, response.status_code, response.text[:300])
     assert response.status_code < 500, where
+    case.validate_response(response, checks=CHECKS)
     if response.status_code >= 400:
         assert content_type.startswith("application/problem+json"), where
         body = response.json()
@@ -68,7 +94,8 @@ def check_case(case: Any) -> None:
         assert isinstance(body["detail"], str), where
 
 
-def test_no_5xx_and_every_error_is_problem_json(live_schema: Any) -> None:
+@pytest.mark.parametrize("who", ["tenant", "admin"])
+def test_no_5xx_no_schema_violation_every_error_problem_json(live_schema: Any, who: str) -> None:
     operations = [result.ok() for result in live_schema.get_all_operations()]
     paths = {operation.path for operation in operations}
     assert {
@@ -78,10 +105,11 @@ def test_no_5xx_and_every_error_is_problem_json(live_schema: Any) -> None:
         "/v1/jobs/{job_id}/events",
         "/v1/capabilities",
     } <= paths
-    for operation in operations:
+    cases = [(op, mode) for op in operations for mode in GenerationMode]
+    for operation, mode in cases:
         # schemathesis' pytest plugin does not load under this pytest; drive Hypothesis
-        # directly, one small property per operation.
-        @given(case=operation.as_strategy())
+        # directly, one small property per operation and mode (valid data, then invalid).
+        @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
             max_examples=6,
             deadline=None,
@@ -90,10 +118,15 @@ def test_no_5xx_and_every_error_is_problem_json(live_schema: Any) -> None:
             suppress_health_check=list(HealthCheck),
         )
         def fuzz(case: Any) -> None:
-            check_case(case)
+            check_case(case, who)
 
-        fuzz()
+        try:
+            fuzz()
+        except Unsatisfiable:
+            if mode is GenerationMode.POSITIVE:
+                raise  # an operation with no invalid input (no parameters, no body) is fine
     # the key really authenticated: successes and client errors past authentication
-    assert SEEN[200] > 0, SEEN
-    assert SEEN[404] + SEEN[422] > 0, SEEN
-    print("status codes seen:", dict(SEEN))
+    seen = SEEN[who]
+    assert seen[200] > 0, seen
+    assert seen[404] + seen[422] > 0, seen
+    print("status codes seen:", dict(seen))
