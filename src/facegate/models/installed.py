@@ -7,8 +7,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from facegate.api.errors import Conflict
+from facegate.api.errors import Conflict, UnprocessableEntity
 from facegate.engine.models.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
+from facegate.engine.models.manifest import SAFE_NAME
 from facegate.engine.models.store import ModelStore
 from facegate.engine.models.swap_models import SWAPPERS
 from facegate.engine.pipeline import PipelineSpec
@@ -73,6 +74,12 @@ def check_spec_installed(spec: PipelineSpec, tenant: str, store: ModelStore) -> 
     """409 ``model-not-installed`` naming the first absent processor or model of the spec."""
     for processor in spec.processors:
         model = spec.processor_options.get(processor, {}).get("model")
+        if isinstance(model, str) and not SAFE_NAME.match(model):
+            raise UnprocessableEntity(
+                f"{processor}: {model[:100]!r} is not a model name "
+                "(letters, digits, '.', '_' and '-')",
+                type_slug="invalid-options",
+            )
         if isinstance(model, str):
             absent = missing_models(store, tenant, processor, model)
             if absent:

@@ -73,13 +73,21 @@ def is_video_file(path: Path) -> bool:
         return looks_like_video(handle.read(512))
 
 
+def ffmpeg_reason(exc: av.error.FFmpegError) -> str:
+    """What went wrong, without the file name FFmpeg's message carries (a scratch path of
+    the server that the client has no business seeing)."""
+    return str(exc.strerror or type(exc).__name__)
+
+
 def _open_input(path: Path) -> av.container.InputContainer:
     try:
         return av.open(str(path), "r")
     except av.error.FFmpegError as exc:
         # A known container signature that FFmpeg cannot read is damaged, not foreign.
         if is_video_file(path):
-            raise CorruptMedia(f"the video container cannot be read (truncated?): {exc}") from None
+            raise CorruptMedia(
+                f"the video container cannot be read (truncated?): {ffmpeg_reason(exc)}"
+            ) from None
         raise UnsupportedMedia("not a video file this service can read") from None
 
 
@@ -94,7 +102,7 @@ def _count_packets(container: av.container.InputContainer, stream: av.VideoStrea
         # raises as av.error.PermissionError, an FFmpegError): damaged input, not a fault.
         container.seek(0)
     except av.error.FFmpegError as exc:
-        raise CorruptMedia(f"the video data is damaged: {exc}") from None
+        raise CorruptMedia(f"the video data is damaged: {ffmpeg_reason(exc)}") from None
     return count
 
 
@@ -103,7 +111,9 @@ def _first_frame(container: av.container.InputContainer, stream: av.VideoStream)
         for frame in container.decode(stream):
             return frame
     except av.error.FFmpegError as exc:
-        raise CorruptMedia(f"the first video frame cannot be decoded: {exc}") from None
+        raise CorruptMedia(
+            f"the first video frame cannot be decoded: {ffmpeg_reason(exc)}"
+        ) from None
     raise CorruptMedia("the video stream has no decodable frame")
 
 

@@ -16,6 +16,7 @@ import av.error
 from facegate.engine.errors import CorruptMedia
 from facegate.engine.types import Frame
 from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
+from facegate.engine.video.probe import ffmpeg_reason
 
 
 @dataclass
@@ -111,7 +112,7 @@ class Reader:
                         return
                     index += 1
         except av.error.FFmpegError as exc:
-            raise CorruptMedia(f"the video data is damaged: {exc}") from None
+            raise CorruptMedia(f"the video data is damaged: {ffmpeg_reason(exc)}") from None
         put(out, END, stop)
 
     def _seconds(self, picture: av.VideoFrame, index: int) -> float:
