@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     # (0: none). Bounds the number of Prometheus series.
     metrics_tenant_cap: int = Field(default=100, ge=0, le=10_000)
     metrics_token: SecretStr | None = None  # when set, /metrics needs "Bearer <token>"
+    # Without a token /metrics answers only loopback and private addresses, unless this.
+    metrics_public: bool = False
     usage_event_source: str = "facegate"  # CloudEvents `source` of exported usage
 
     # JWT: which algorithms are accepted is decided by which keys are configured, and each

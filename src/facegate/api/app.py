@@ -39,6 +39,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.models.endpoints:router",
     "facegate.provenance.endpoints:router",
     "facegate.api.console:router",
+    "facegate.api.docs:router",
 )
 
 # A background service is a callable taking the AppState and returning an async context
@@ -90,6 +91,9 @@ def create_app(
         version="0.1.0",
         description="Multi-tenant face swap. Errors are RFC 9457 application/problem+json.",
         lifespan=lifespan,
+        # Swagger UI from this installation (facegate.api.docs), not from a CDN; no ReDoc.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
     # Innermost: authentication and body budgets before a body is read (needs the client IP
@@ -105,5 +109,6 @@ def create_app(
         app.include_router(router)
     # The console's scripts and styles (a Mount, so not in ROUTERS); its page is at "/".
     load("facegate.api.console:mount_console_assets")(app)
+    load("facegate.api.docs:mount_docs_assets")(app)
     document_credentials(app)
     return app

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from facegate.api.errors import Unauthorized
+from facegate.api.errors import Forbidden, Unauthorized
 from facegate.api.state import AppState
 from facegate.observability.job_gauges import JobGaugeCollector
 from facegate.observability.metrics import exposition
 from facegate.observability.readiness import run_checks
+from facegate.ratelimit.clientip import client_ip, parse_networks
 
 router = APIRouter(tags=["operations"])
 
@@ -31,9 +33,17 @@ def _state(request: Request) -> AppState:
 )
 async def metrics(request: Request) -> Response:
     """Every process's metrics (multiprocess mode) and the queue gauges from the database.
-    When ``FACEGATE_METRICS_TOKEN`` is set, a scrape must send it as a bearer token."""
+    When ``FACEGATE_METRICS_TOKEN`` is set, a scrape must send it as a bearer token;
+    otherwise only private addresses may scrape (unless ``FACEGATE_METRICS_PUBLIC``)."""
     state = _state(request)
-    token = state.settings.metrics_token
+    settings = state.settings
+    token = settings.metrics_token
+    if token is None and not settings.metrics_public and not _private_peer(request):
+        # Tenant labels say who uses the service and how much: not for the internet.
+        raise Forbidden(
+            "/metrics answers scrapers on private addresses only; "
+            "set FACEGATE_METRICS_TOKEN to scrape it from elsewhere"
+        )
     if token is not None:
         presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(presented.encode(), token.get_secret_value().encode()):
@@ -41,6 +51,16 @@ async def metrics(request: Request) -> Response:
     collector = JobGaugeCollector(state.engine)
     body, content_type = await anyio.to_thread.run_sync(lambda: exposition([collector]))
     return Response(body, media_type=content_type)
+
+
+def _private_peer(request: Request) -> bool:
+    """Whether the client (past trusted proxies) is on loopback or a private network: a
+    cluster's scraper is, an internet client is not."""
+    proxies = parse_networks(_state(request).settings.trusted_proxies)
+    try:
+        return ipaddress.ip_address(client_ip(request.scope, proxies)).is_private
+    except ValueError:  # no peer address at all (an in-process transport)
+        return True
 
 
 @router.get("/readyz", summary="Readiness: database, storage, Redis, models (public)")
