@@ -50,12 +50,13 @@ def swagger_ui(request: Request) -> HTMLResponse:
         swagger_css_url=f"{ASSETS}/swagger-ui.css",
         swagger_favicon_url=f"{ASSETS}/favicon-32x32.png",
     )
+    body = bytes(page.body)
     headers = {
-        "Content-Security-Policy": content_security_policy(page.body),
+        "Content-Security-Policy": content_security_policy(body),
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
     }
-    return HTMLResponse(page.body, headers=headers)
+    return HTMLResponse(body, headers=headers)
 
 
 def mount_docs_assets(app: FastAPI) -> None:
