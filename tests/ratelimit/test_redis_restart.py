@@ -98,6 +98,10 @@ async def test_fail_modes_hold_while_redis_is_down_and_limits_resume(
             opened = await h.client.get("/v1/me", headers=headers)
             assert opened.status_code == 200
             assert "RateLimit" not in opened.headers
+        # An operator's view of the ban list never fails open (an empty list would lie).
+        bans = await h.client.get("/v1/admin/bans", headers=h.headers("ops", ["admin"]))
+        assert bans.status_code == 503
+        assert bans.json()["dependency"] == "redis"
 
         subprocess.run(RESTART_COMMAND, check=True, timeout=30)
         stopped.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from facegate.cli.common import private_files
 from facegate.database import migrate
 from facegate.settings import get_settings
 
@@ -25,6 +26,7 @@ def api(host: str | None, port: int | None, processes: int) -> None:
     import uvicorn
 
     # No in-process workers whatever FACEGATE_WORKERS says: this process only accepts work.
+    private_files()
     settings = get_settings(host=host, port=port, workers=0)
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.UsageError("FACEGATE_TLS_CERT and FACEGATE_TLS_KEY go together")

@@ -63,3 +63,15 @@ def transaction(database_url: str | None) -> Iterator[Session]:
                 yield session
         except ProblemError as exc:
             raise click.ClickException(exc.detail) from exc
+
+
+# Owner-only files: the SQLite database, stored inputs and results, models, scratch space.
+PRIVATE_UMASK = 0o077
+
+
+def private_files() -> None:
+    """Make every file this server process creates readable by its own user only (0600
+    files, 0700 folders): tenants' photos and the database are nobody else's business on
+    a shared machine. Called by the server commands (serve, api, worker), not by
+    ``facegate swap``, whose output is the user's own file."""
+    os.umask(PRIVATE_UMASK)

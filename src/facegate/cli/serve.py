@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from facegate.cli.common import private_files
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.settings import Settings, get_settings
 from facegate.tenancy.schemas import KNOWN_PROCESSORS, KeyCreate, PolicySpec, TenantSpec
@@ -101,6 +102,7 @@ def serve(
     """Run the API with in-process workers on SQLite and a local folder (by default)."""
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    private_files()
     settings = get_settings(
         demo=demo, workers=workers, host=host, port=port, tls_cert=tls_cert, tls_key=tls_key
     )

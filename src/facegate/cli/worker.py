@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from facegate.cli.common import private_files
 from facegate.settings import get_settings
 
 
@@ -84,6 +85,7 @@ def worker(
     from facegate.jobs.claim_postgres import ServedTenants
     from facegate.jobs.process import WorkerOptions, run_worker
 
+    private_files()
     settings = get_settings()
     options = WorkerOptions(
         served=ServedTenants.parse(tenants or settings.worker_tenants, logical_only=True),

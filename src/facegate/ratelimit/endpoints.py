@@ -48,7 +48,7 @@ def list_bans(request: Request, _admin: AdminDep) -> list[BanOut]:
     """IPs banned for repeated failed authentications, and until when."""
     gateway = _gateway(request)
     now = gateway.clock()
-    return [_out(ban, now) for ban in gateway.bans.list_bans()]
+    return [_out(ban, now) for ban in gateway.operator_call(gateway.bans.list_bans)]
 
 
 @router.delete("/bans/{ip}", status_code=204)
@@ -66,7 +66,8 @@ def unban(
         address = str(ipaddress.ip_address(ip))
     except ValueError:
         raise BadRequest(f"{ip!r} is not an IP address") from None
-    if not _gateway(request).bans.unban(address, forget=forget):
+    gateway = _gateway(request)
+    if not gateway.operator_call(lambda: gateway.bans.unban(address, forget=forget)):
         raise NotFound(f"{address} is not banned")
     record_audit(session, admin, IP_UNBAN, f"ip:{address}", {"forget": forget})
     return Response(status_code=204)

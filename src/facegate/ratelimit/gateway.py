@@ -142,6 +142,21 @@ class Gateway:
             retry_after=5,
         ) from exc
 
+    def operator_call(self, call: Callable[[], T]) -> T:
+        """A ban-store call on an operator's behalf (list, unban): never failed open (an
+        empty list would lie about who is banned); 503 naming Redis when it is down."""
+        try:
+            if self.breaker is None:
+                return call()
+            return self.breaker.call(call, failure=(RedisError, OSError))
+        except (RedisError, OSError, CircuitOpen) as exc:
+            raise ServiceUnavailable(
+                "the ban list (Redis) is unavailable; retry later",
+                headers={"Retry-After": "5"},
+                dependency="redis",
+                retry_after=5,
+            ) from exc
+
     # -- checks ------------------------------------------------------------------------
 
     def active_ban(self, ip: str) -> Ban | None:
