@@ -179,6 +179,24 @@ async def test_idempotency_key_returns_the_same_job(make_client: Any) -> None:
         assert other.json()["id"] != first.json()["id"]
 
 
+async def test_an_idempotency_key_reused_for_another_request_is_a_422(make_client: Any) -> None:
+    async with make_client() as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY)
+        headers = {**h.headers("acme"), "Idempotency-Key": "order-43"}
+        first = await submit(h.client, headers, target=photo(width=160))
+        assert first.status_code == 202
+        other_image = await submit(h.client, headers, target=photo(width=120))
+        assert other_image.status_code == 422
+        assert other_image.json()["type"].endswith("idempotency-key-reused")
+        other_options = await submit(
+            h.client, headers, target=photo(width=160), data=debug_options(format="png")
+        )
+        assert other_options.status_code == 422
+        assert count_jobs(h.state) == 1
+        same = await submit(h.client, headers, target=photo(width=160))
+        assert same.json()["id"] == first.json()["id"]
+
+
 async def test_cancel_a_queued_job_and_paginate(make_client: Any) -> None:
     async with make_client() as h:
         h.create_tenant("acme", **DEBUG_TENANT_POLICY)

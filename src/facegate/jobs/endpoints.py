@@ -38,7 +38,7 @@ from facegate.jobs.schemas import (
     decode_cursor,
     encode_cursor,
 )
-from facegate.jobs.service import JobService, Submission, Submitted
+from facegate.jobs.service import JobService, Submission, Submitted, request_fingerprint
 from facegate.models.installed import (
     check_spec_installed,
     installed_models,
@@ -157,7 +157,8 @@ def submit_job(
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)
         with session_scope(state.session_factory, read_only=True) as read:
-            submitted = _earlier_submission(read, principal.tenant_id, idempotency_key)
+            service = JobService(read, store)
+            submitted = _earlier_submission(service, submission, principal.tenant_id)
     except BaseException:
         store.delete_keys(written)
         raise
@@ -171,8 +172,9 @@ def submit_job(
     return JobOut.of(submitted.job)
 
 
-def _earlier_submission(session: Any, tenant_id: str, key: str | None) -> Submitted:
-    job = JobRepository(session).get_by_idempotency_key(tenant_id, key) if key else None
+def _earlier_submission(service: JobService, submission: Submission, tenant_id: str) -> Submitted:
+    key = submission.idempotency_key
+    job = service.earlier(tenant_id, key, request_fingerprint(submission)) if key else None
     if job is None:
         raise Conflict("the submission conflicted with another; retry it")
     return Submitted(job, created=False)

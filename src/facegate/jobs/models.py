@@ -76,6 +76,9 @@ class Job(Base):
     error_type: Mapped[str | None] = mapped_column(String(64), default=None)
     error_detail: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(255), default=None)
+    # sha256 of what was submitted (options, consent, each input's sha256): a repeated
+    # Idempotency-Key must come with the same request (jobs.service.request_fingerprint).
+    request_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
 
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)

@@ -63,6 +63,17 @@ class Submitted:
     input_hashes: dict[str, str] = field(default_factory=dict)
 
 
+def request_fingerprint(request: Submission) -> str:
+    """sha256 over what the client sent: the options text, the consent field and each
+    input's sha256, in order (sources, then the target)."""
+    digest = hashlib.sha256()
+    for part in (request.options or "", request.consent or ""):
+        digest.update(hashlib.sha256(part.encode()).digest())
+    for data in [*request.sources, request.target]:
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
 class JobService:
     """Rules on jobs of one tenant, inside the caller's transaction."""
 
@@ -70,6 +81,20 @@ class JobService:
         self.session = session
         self.jobs = JobRepository(session)
         self.tenant_store = tenant_store
+
+    def earlier(self, tenant_id: str, key: str, fingerprint: str | None) -> Job | None:
+        """The job an earlier submission with ``key`` made, if any; 422 when that
+        submission's content differs (the IETF Idempotency-Key draft's answer to a key
+        reused for another request)."""
+        job = self.jobs.get_by_idempotency_key(tenant_id, key)
+        if job is not None and None not in (job.request_sha256, fingerprint):
+            if job.request_sha256 != fingerprint:
+                raise UnprocessableEntity(
+                    "this Idempotency-Key was used for a different request; "
+                    "use a new key for a new request",
+                    type_slug="idempotency-key-reused",
+                )
+        return job
 
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job:
         job = self.jobs.get(tenant_id, job_id)
@@ -85,8 +110,9 @@ class JobService:
 
     def submit(self, request: Submission, policy: Policy) -> Submitted:
         tenant_id = request.tenant_id
+        fingerprint = request_fingerprint(request) if request.idempotency_key else None
         if request.idempotency_key is not None:
-            earlier = self.jobs.get_by_idempotency_key(tenant_id, request.idempotency_key)
+            earlier = self.earlier(tenant_id, request.idempotency_key, fingerprint)
             if earlier is not None:
                 return Submitted(earlier, created=False)
 
@@ -141,6 +167,7 @@ class JobService:
             priority=policy.priority,
             max_attempts=MAX_ATTEMPTS,
             idempotency_key=request.idempotency_key,
+            request_sha256=fingerprint,
         )
         uploads = [
             (f"source-{i}", data, _image_type(img))
