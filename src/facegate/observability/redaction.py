@@ -39,7 +39,10 @@ class Redactor:
         self.secrets = tuple(sorted(found, key=len, reverse=True))
 
     def text(self, value: str) -> str:
-        value = _URL_USERINFO.sub(rf"\g<scheme>{MASK}@", value)
+        # Every log line passes here: the cheap containment tests decide whether the
+        # regular expression and the replacements are needed at all.
+        if "@" in value and "://" in value:
+            value = _URL_USERINFO.sub(rf"\g<scheme>{MASK}@", value)
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, MASK)
@@ -55,7 +58,10 @@ class Redactor:
         return value
 
     def __call__(self, _: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
-        return {key: self.value(item) for key, item in event_dict.items()}
+        for key, item in event_dict.items():
+            if not isinstance(item, int | float | bool | None):
+                event_dict[key] = self.value(item)
+        return event_dict
 
 
 redactor = Redactor()
