@@ -2,8 +2,8 @@
 Idempotency-Key with a different request is refused (422) instead of silently answering
 the first job
 
-Revision ID: 0010_request_fingerprint
-Revises: 0009_consent
+Revision ID: 0011_request_fingerprint
+Revises: 0010_provenance_marks
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_request_fingerprint"
-down_revision: str | None = "0009_consent"
+revision = "0011_request_fingerprint"
+down_revision: str | None = "0010_provenance_marks"
 branch_labels = None
 depends_on = None
 
