@@ -26,6 +26,7 @@ from tests.liveserver import serving
 
 from facegate.api.app import create_app
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
+from facegate.provenance.marker import marker_for
 from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
@@ -70,6 +71,8 @@ def live_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         workers=0,
         rate_limit_ip_per_minute=1_000_000,
     )
+    # A complete installation: its provenance identity exists (POST /v1/verify needs it).
+    marker_for(settings_.provenance_path, create=True)
     with serving(create_app(settings_, services=[])) as base:
         yield schemathesis.openapi.from_url(f"{base}/openapi.json")
 

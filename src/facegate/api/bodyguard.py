@@ -10,8 +10,10 @@ middleware, innermost of the gateway's:
    authentication counts towards the client IP's ban, see ``api.deps``);
 2. sets the route's **budget**: JSON bodies ``max_json_body_bytes``; uploads the tenant's
    ``max_input_bytes`` twice (a target at its cap and sources beside it) plus the form's
-   overhead; model files ``max_model_bytes``. A ``Content-Length`` over it is a 413 at once;
-   a chunked body is counted as it arrives and stopped at the budget;
+   overhead; a route marked with :func:`body_budget` the setting it names (model files
+   ``max_model_bytes``, the public ``POST /v1/verify`` ``verify_max_bytes``). A
+   ``Content-Length`` over it is a 413 at once; a chunked body is counted as it arrives
+   and stopped at the budget;
 3. holds the body to a **minimum rate**: after ``body_grace_seconds`` a body must keep
    arriving at ``body_min_bytes_per_second`` or the request ends with 408 — a client that
    drips a byte every few seconds cannot hold a slot.
@@ -48,20 +50,20 @@ from facegate.settings import Settings
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
-BodyKind = Literal["json", "upload", "model"]
-# Multipart framing and the small form fields (options JSON) of an upload.
+BodyKind = Literal["json", "upload", "setting"]
+# Multipart framing and the small form fields (options JSON, a sidecar) of an upload.
 FORM_OVERHEAD_BYTES = 1 << 20
-_BODY_KIND_ATTRIBUTE = "__facegate_body__"
+_BUDGET_ATTRIBUTE = "__facegate_body_budget__"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def body_kind(kind: BodyKind) -> Callable[[F], F]:
-    """Mark a route whose body is neither JSON nor a tenant's media upload (the model
-    upload: its budget is ``max_model_bytes``). Routes with ``File`` parameters are uploads
-    without marking."""
+def body_budget(setting: str) -> Callable[[F], F]:
+    """Give a route the body budget of the ``Settings`` field ``setting`` (plus the form's
+    overhead) instead of the tenant's ``max_input_bytes``: model files, or an upload open
+    to callers without credentials (``POST /v1/verify``)."""
 
     def mark(endpoint: F) -> F:
-        setattr(endpoint, _BODY_KIND_ATTRIBUTE, kind)
+        setattr(endpoint, _BUDGET_ATTRIBUTE, setting)
         return endpoint
 
     return mark
@@ -74,6 +76,7 @@ class RouteBody:
     kind: BodyKind
     authenticated: bool  # the route resolves a principal
     scope: str | None  # the scope it requires, if any
+    setting: str | None = None  # kind "setting": the Settings field holding the budget
 
 
 def _schemes(dependant: Dependant) -> Iterator[PrincipalScheme]:
@@ -88,10 +91,11 @@ def describe_route(route: APIRoute) -> RouteBody:
     its body parameters)."""
     schemes = list(_schemes(route.dependant))
     scopes = [scheme.scope for scheme in schemes if scheme.scope is not None]
-    marked: BodyKind | None = getattr(route.endpoint, _BODY_KIND_ATTRIBUTE, None)
+    setting: str | None = getattr(route.endpoint, _BUDGET_ATTRIBUTE, None)
     has_files = any(isinstance(p.field_info, params.File) for p in route.dependant.body_params)
-    kind: BodyKind = marked or ("upload" if has_files else "json")
-    return RouteBody(kind, authenticated=bool(schemes), scope=scopes[0] if scopes else None)
+    kind: BodyKind = "setting" if setting else ("upload" if has_files else "json")
+    scope = scopes[0] if scopes else None
+    return RouteBody(kind, authenticated=bool(schemes), scope=scope, setting=setting)
 
 
 def has_body(scope: Scope) -> bool:
@@ -148,8 +152,8 @@ class BodyGuardMiddleware:
 
     def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
         self.app = app
+        self.settings = settings
         self.json_limit = settings.max_json_body_bytes
-        self.model_limit = settings.max_model_bytes
         self.min_rate = float(settings.body_min_bytes_per_second)
         self.grace = settings.body_grace_seconds
         self.clock: Callable[[], float] = time.monotonic
@@ -197,10 +201,10 @@ class BodyGuardMiddleware:
         return limit
 
     async def _limit(self, scope: Scope, route: RouteBody | None, who: Principal | None) -> int:
+        if route is not None and route.setting is not None:
+            return int(getattr(self.settings, route.setting)) + FORM_OVERHEAD_BYTES
         if route is None or route.kind == "json" or who is None:
             return self.json_limit
-        if route.kind == "model":
-            return self.model_limit + FORM_OVERHEAD_BYTES
         factory = get_state(Request(scope)).session_factory
 
         def max_input_bytes() -> int:

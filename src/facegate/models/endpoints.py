@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
-from facegate.api.bodyguard import body_kind
+from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.engine.models.manifest import MODEL_KINDS
@@ -43,7 +43,7 @@ def _service(request: Request) -> ModelService:
         422: problem_openapi("The file is not a valid model of the declared kind"),
     },
 )
-@body_kind("model")
+@body_budget("max_model_bytes")
 def upload_model(
     request: Request,
     response: Response,

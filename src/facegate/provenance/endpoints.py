@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Request, Response, UploadFile
 
+from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_principal, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, NotFound
 from facegate.api.faces_endpoints import read_limited
@@ -41,6 +42,7 @@ async def optional_principal(request: Request) -> Principal | None:
 
 
 @router.post("/verify", responses=UPLOAD_PROBLEM_RESPONSES)
+@body_budget("verify_max_bytes")
 def verify(
     request: Request,
     session: SessionDep,
