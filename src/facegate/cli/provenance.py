@@ -12,7 +12,14 @@ from facegate.cli.common import cli_actor, database_option, load_settings, trans
 from facegate.engine.errors import EngineError
 from facegate.observability.audit import PROVENANCE_INIT, record_audit
 from facegate.provenance.errors import ProvenanceUnavailable
-from facegate.provenance.keys import CA_FILE, CHAIN_FILE, KEY_FILE, create_keys, load_keys
+from facegate.provenance.keys import (
+    CA_FILE,
+    CHAIN_FILE,
+    KEY_FILE,
+    create_keys,
+    load_keys,
+    rotate_signer,
+)
 from facegate.provenance.verify import verify_file
 from facegate.tenancy.principal import ALL_SCOPES, Principal
 
@@ -43,6 +50,19 @@ def init(directory: Path | None, organisation: str, database_url: str | None) ->
     click.echo(f"signing identity written to {target}")
     click.echo(f"  {KEY_FILE} (secret), {CHAIN_FILE}, {CA_FILE}, ca.key (secret)")
     click.echo(f"  installation id: {keys.installation_id:04x}")
+
+
+@provenance.command("rotate")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=None, help=_DIR_HELP)
+def rotate(directory: Path | None) -> None:
+    """Issue a new signing key and certificate under the same CA (key rotation)."""
+    target = directory or load_settings().provenance_path
+    try:
+        keys = rotate_signer(target)
+    except ProvenanceUnavailable as exc:
+        raise click.ClickException(exc.detail) from None
+    click.echo(f"new signing certificate in {target / CHAIN_FILE}")
+    click.echo(f"  installation id unchanged: {keys.installation_id:04x}")
 
 
 @click.command("verify")

@@ -174,6 +174,28 @@ def create_keys(
     return load_keys(directory)
 
 
+def rotate_signer(directory: Path, *, days: int = 825) -> InstallationKeys:
+    """A new signing key and certificate under the same CA (the installation id, which
+    derives from the CA, stays; files signed before still verify against the CA)."""
+    try:
+        ca_cert = x509.load_pem_x509_certificate((directory / CA_FILE).read_bytes())
+        ca_key = serialization.load_pem_private_key(
+            (directory / CA_KEY_FILE).read_bytes(), password=None
+        )
+    except FileNotFoundError as exc:
+        raise ProvenanceUnavailable(
+            f"{Path(exc.filename or '').name} is missing in {directory}: rotation needs the CA"
+        ) from None
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ProvenanceUnavailable("the CA key is not an EC key")
+    organisation = ca_cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value
+    key_pem, chain_pem = issue_signer(ca_cert, ca_key, str(organisation), days)
+    (directory / KEY_FILE).unlink(missing_ok=True)
+    _write_secret(directory / KEY_FILE, key_pem)
+    (directory / CHAIN_FILE).write_bytes(chain_pem)
+    return load_keys(directory)
+
+
 def _write_secret(path: Path, data: bytes) -> None:
     path.touch(mode=0o600, exist_ok=False)
     path.write_bytes(data)
