@@ -108,15 +108,22 @@ def embed_watermark(frame: Frame, bits: Bits) -> Frame:
 
 
 def watermark_scores(frame: Frame, length: int) -> Scores:
-    """Per bit, the share of the frame's blocks that read 1 (0..1; ~0.5: no mark)."""
+    """Per bit, how strongly the frame's blocks say 1 (0..1; ~0.5: no mark).
+
+    The package's reader, vectorised and made soft: it takes each block's first singular
+    value modulo the step and votes 1 above half a step; here each block gives the
+    probability-like ``(1 - cos 2pi(r - 1/4)) / 2`` of its remainder ``r`` (0 at the bit-0
+    position, 1 at the bit-1 one, 1/2 half-way), so a block near the boundary counts for
+    little. The DCT the package applies first is orthonormal: it leaves singular values as
+    they are, so it is skipped."""
     small = cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA)
-    module = _dwt_dct_svd()
-    reader = module.EmbedDwtDctSvd(watermarks=[], wmLen=BLOCKS, scales=_scales())
     yuv = cv2.cvtColor(small, cv2.COLOR_BGR2YUV)
-    approximation, _ = module.pywt.dwt2(yuv[:, :, CHANNEL].astype(np.float64), "haar")
-    votes: list[list[int]] = [[] for _ in range(BLOCKS)]
-    reader.decode_frame(approximation, STRENGTH, votes)
-    per_block = np.array([v[0] for v in votes], dtype=np.float64)
+    approximation, _ = _dwt_dct_svd().pywt.dwt2(yuv[:, :, CHANNEL].astype(np.float64), "haar")
+    side = approximation.shape[0] // 4
+    blocks = approximation[: side * 4, : side * 4].reshape(side, 4, side, 4).swapaxes(1, 2)
+    first = np.linalg.svd(blocks.reshape(-1, 4, 4), compute_uv=False)[:, 0]
+    remainder = (first % STRENGTH) / STRENGTH
+    per_block = (1 - np.cos(2 * np.pi * (remainder - 0.25))) / 2
     sums = np.bincount(_block_bits(length), weights=per_block, minlength=length)
     counts = np.bincount(_block_bits(length), minlength=length)
     scores: Scores = sums / np.maximum(counts, 1)

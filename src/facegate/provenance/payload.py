@@ -9,7 +9,6 @@ unmarked picture, and ~6e-9 for one that also names this installation.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -54,26 +53,44 @@ def encode_payload(installation_id: int, serial: int) -> npt.NDArray[np.uint8]:
     return np.array([(word >> (LENGTH - 1 - i)) & 1 for i in range(LENGTH)], dtype=np.uint8)
 
 
-def _decode_exact(bits: npt.NDArray[np.uint8]) -> Payload | None:
-    word = int("".join(str(int(b)) for b in bits), 2)
+def _word(bits: npt.NDArray[np.uint8]) -> int:
+    return int("".join(str(int(b)) for b in bits), 2)
+
+
+def _syndrome(word: int) -> int:
+    """0 exactly when the check bits match the body."""
     body, check = word >> CHECK_BITS, word & ((1 << CHECK_BITS) - 1)
-    if crc24(body.to_bytes(5, "big")) != check:
-        return None
-    return Payload(installation_id=body >> SERIAL_BITS, serial=body & ((1 << SERIAL_BITS) - 1))
+    return crc24(body.to_bytes(5, "big")) ^ check
+
+
+# The CRC is affine over GF(2): flipping bit i changes the syndrome by a fixed pattern, so
+# every Chase trial's syndrome is the read word's XORed with its flips' patterns.
+_FLIP = np.array(
+    [_syndrome(1 << (LENGTH - 1 - i)) ^ _syndrome(0) for i in range(LENGTH)], dtype=np.int64
+)
+# Trials by number of flips: fewest first (the likeliest correction).
+_TRIALS = np.array(
+    sorted(range(1 << CHASE_BITS), key=lambda mask: (bin(mask).count("1"), mask)), dtype=np.int64
+)
 
 
 def decode_scores(scores: npt.NDArray[np.float64]) -> Payload | None:
     """The payload whose check passes nearest to the soft bits read, or None."""
     bits = (scores > 0.5).astype(np.uint8)
-    doubt = np.argsort(np.abs(scores - 0.5))[:CHASE_BITS]
-    for count in range(CHASE_BITS + 1):
-        for flips in itertools.combinations(doubt, count):
-            trial = bits.copy()
-            trial[list(flips)] ^= 1
-            found = _decode_exact(trial)
-            if found is not None:
-                return found
-    return None
+    word = _word(bits)
+    doubt = np.argsort(np.abs(scores - 0.5), kind="stable")[:CHASE_BITS]
+    table = np.zeros(len(_TRIALS), dtype=np.int64)
+    for position, index in enumerate(doubt):
+        table ^= np.where(_TRIALS >> position & 1, _FLIP[index], 0)
+    hits = np.flatnonzero(table == _syndrome(word))
+    if hits.size == 0:
+        return None
+    mask = int(_TRIALS[hits[0]])
+    for position, index in enumerate(doubt):
+        if mask >> position & 1:
+            word ^= 1 << (LENGTH - 1 - int(index))
+    body = word >> CHECK_BITS
+    return Payload(installation_id=body >> SERIAL_BITS, serial=body & ((1 << SERIAL_BITS) - 1))
 
 
 def decode_any(views: Iterable[npt.NDArray[np.float64]]) -> Payload | None:
