@@ -3,6 +3,9 @@ facegate command, and the in-process service (api, gateway, observability)."""
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +38,13 @@ def bench_settings(tmp: Path, **overrides: Any) -> Settings:
         **overrides,
     }
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def median_seconds(call: Callable[[], object], runs: int) -> float:
+    """The median wall time of ``runs`` calls."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

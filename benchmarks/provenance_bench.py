@@ -34,38 +34,29 @@ import av
 import cv2
 import numpy as np
 
-from benchkit import FACES, like_a_facegate_process
+from benchkit import FACES, like_a_facegate_process, median_seconds
 from facegate.engine.errors import NoFaceDetected
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.engine.watermark import (
     VideoWatermark,
-    _dwt_dct_svd,
     candidate_views,
     embed_watermark,
+    imwatermark_module,
     watermark_scores,
 )
 from facegate.provenance.keys import create_keys
 from facegate.provenance.manifest import manifest_definition, sign_bytes, sign_file
 from facegate.provenance.payload import LENGTH, Payload, decode_any, encode_payload
 from facegate.provenance.reading import read_video_watermark
+from moderation_bench import load, read
 
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})
 SOURCE = FACES / "man_frontal_glasses.jpg"
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 INSTALLATION = 0xFACE
 SWAP = PipelineSpec.model_validate({"processors": ["face_swapper"]})
-
-
-def load() -> str:
-    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
-def read(path: Path) -> Frame:
-    frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    assert frame is not None, path
-    return np.asarray(frame, dtype=np.uint8)
 
 
 def jpeg(frame: Frame, quality: int) -> Frame:
@@ -116,23 +107,9 @@ class PackageMethod:
     """invisible-watermark's dwtDct / dwtDctSvd as documented: full resolution, 64 bits."""
 
     def __init__(self, name: str) -> None:
-        import importlib.util
-
         self.name = name
-        module = _dwt_dct_svd() if name == "dwtDctSvd" else None
-        if module is None:
-            spec = importlib.util.find_spec("imwatermark")
-            assert spec is not None
-            assert spec.submodule_search_locations
-            path = Path(next(iter(spec.submodule_search_locations))) / "maxDct.py"
-            loaded = importlib.util.spec_from_file_location("bench_imwatermark_maxdct", path)
-            assert loaded is not None
-            assert loaded.loader is not None
-            module = importlib.util.module_from_spec(loaded)
-            loaded.loader.exec_module(module)
-            self.cls = module.EmbedMaxDct
-        else:
-            self.cls = module.EmbedDwtDctSvd
+        module = imwatermark_module("dwtDctSvd" if name == "dwtDctSvd" else "maxDct")
+        self.cls = module.EmbedDwtDctSvd if name == "dwtDctSvd" else module.EmbedMaxDct
 
     def embed(self, frame: Frame, bits: np.ndarray) -> Frame:
         marked = self.cls(watermarks=[int(b) for b in bits], wmLen=LENGTH).encode(frame.copy())
@@ -203,15 +180,6 @@ def false_detections(results: list[Frame], folder: Path, clips: int) -> None:
         f"{len(frames) - len(PHOTOS) - len(results)} frames of {clips} test clips); "
         f"naming this installation: {ours}  [{load()}]"
     )
-
-
-def median_seconds(call: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def image_cost(folder: Path, runs: int) -> None:

@@ -42,17 +42,23 @@ Scores = npt.NDArray[np.float64]
 
 
 @cache
-def _dwt_dct_svd() -> ModuleType:
+def imwatermark_module(name: str) -> ModuleType:
+    """One module of the invisible-watermark package (``dwtDctSvd``, ``maxDct``), loaded from
+    its file without running the package's ``__init__``."""
     spec = importlib.util.find_spec("imwatermark")  # finds the package, runs no __init__
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("invisible-watermark is not installed")
-    path = Path(next(iter(spec.submodule_search_locations))) / "dwtDctSvd.py"
-    module_spec = importlib.util.spec_from_file_location("facegate_imwatermark_svd", path)
+    path = Path(next(iter(spec.submodule_search_locations))) / f"{name}.py"
+    module_spec = importlib.util.spec_from_file_location(f"facegate_imwatermark_{name}", path)
     assert module_spec is not None
     assert module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
+
+
+def _dwt_dct_svd() -> ModuleType:
+    return imwatermark_module("dwtDctSvd")
 
 
 def _scales() -> list[int]:
