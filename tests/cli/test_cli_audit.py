@@ -38,6 +38,7 @@ ADMIN_COMMANDS = {
     "models add",
     "bans unban",
     "provenance init",
+    "provenance rotate",
 }
 # Commands that change nothing an admin decides (reads, checks, servers, the engine alone).
 OTHER_COMMANDS = {
@@ -133,6 +134,7 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
     )
 
     cli("provenance", "init", "--dir", str(tmp_path / "provenance"))
+    cli("provenance", "rotate", "--dir", str(tmp_path / "provenance"))
 
     events = cli.events()
     assert {e.actor for e in events} == {cli_actor()}
@@ -146,6 +148,7 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
         ("key.revoke", f"key:{key_id}", "acme"),
         ("model.install", "model:gfpgan_1.4:v1", None),
         ("provenance.init", "provenance:keys", None),
+        ("provenance.rotate", "provenance:keys", None),
     ]
     assert events[1].details == {"name": "Acme Studios"}
     assert events[2].details["moderation"] is False

@@ -10,7 +10,7 @@ import click
 
 from facegate.cli.common import cli_actor, database_option, load_settings, transaction
 from facegate.engine.errors import EngineError
-from facegate.observability.audit import PROVENANCE_INIT, record_audit
+from facegate.observability.audit import PROVENANCE_INIT, PROVENANCE_ROTATE, record_audit
 from facegate.provenance.errors import ProvenanceUnavailable
 from facegate.provenance.keys import (
     CA_FILE,
@@ -54,11 +54,16 @@ def init(directory: Path | None, organisation: str, database_url: str | None) ->
 
 @provenance.command("rotate")
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None, help=_DIR_HELP)
-def rotate(directory: Path | None) -> None:
-    """Issue a new signing key and certificate under the same CA (key rotation)."""
-    target = directory or load_settings().provenance_path
+@database_option
+def rotate(directory: Path | None, database_url: str | None) -> None:
+    """Issue a new signing key and certificate under the same CA (key rotation); audited
+    as provenance.rotate with the actor cli:<os user>."""
+    target = directory or load_settings(database_url).provenance_path
     try:
-        keys = rotate_signer(target)
+        with transaction(database_url) as session:
+            keys = rotate_signer(target)
+            details = {"installation_id": f"{keys.installation_id:04x}", "dir": str(target)}
+            record_audit(session, cli_actor(), PROVENANCE_ROTATE, "provenance:keys", details)
     except ProvenanceUnavailable as exc:
         raise click.ClickException(exc.detail) from None
     click.echo(f"new signing certificate in {target / CHAIN_FILE}")

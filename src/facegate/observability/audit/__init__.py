@@ -31,6 +31,7 @@ CONSENT_ATTEST: Final = "consent.attest"
 MODEL_INSTALL: Final = "model.install"
 MODEL_REMOVE: Final = "model.remove"
 PROVENANCE_INIT: Final = "provenance.init"
+PROVENANCE_ROTATE: Final = "provenance.rotate"
 MODERATION_ALLOWED: Final = "moderation.allowed"
 MODERATION_REFUSED: Final = "moderation.refused"
 
