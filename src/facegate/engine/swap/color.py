@@ -23,6 +23,9 @@ from facegate.engine.types import Frame
 #: Chroma detail is noisier than lightness detail (JPEG chroma subsampling, mixed light):
 #: taking all of it gives the chroma blotches seen in the prototype.
 CHROMA_DETAIL = 0.5
+#: Share of the source's mid-band chroma taken in the core (the rest is the target's skin
+#: tone: the recogniser needs the source's shapes, not its complexion).
+MID_CHROMA = 0.5
 #: Bounds of the gain that matches the source's lightness-detail contrast to the target's
 #: (fixes waxy skin from a soft source on a sharp target, and the opposite).
 DETAIL_GAIN = (0.7, 1.5)
@@ -48,10 +51,36 @@ def from_lab(lab: FloatArray) -> Frame:
     )
 
 
-def detail_layer(image: Frame, sigma: float) -> FloatArray:
-    """High-pass of ``image`` in L*a*b* (image minus its Gaussian low-pass)."""
+#: Weight of the pixels outside the face in :func:`low_pass` (a little, so the result stays
+#: defined far from the face, where nothing of it is used).
+OUTSIDE_WEIGHT = 0.02
+
+
+def low_pass(lab: FloatArray, sigma: float, face: FloatArray | None = None) -> FloatArray:
+    """Gaussian low-pass of ``lab``; with ``face`` (1 on the face, 0 elsewhere), a normalised
+    one that averages face pixels only: near the jaw and the hairline a plain blur mixes in
+    the background and the hair, and the band split there carries that contrast into the
+    face (a halo inside the mask edge, and a skin tone pulled towards the background)."""
+    if face is None:
+        return np.asarray(gaussian_blur(lab, sigma), dtype=np.float32)
+    weight = np.asarray(face * np.float32(1.0 - OUTSIDE_WEIGHT) + OUTSIDE_WEIGHT, np.float32)
+    total = gaussian_blur(weight, sigma)
+    weighted = gaussian_blur(lab * weight[..., None], sigma)
+    return np.asarray(weighted / total[..., None], dtype=np.float32)
+
+
+def detail_layer(
+    image: Frame, sigma: float, face: FloatArray | None = None, core_sigma: float = 0.0
+) -> FloatArray:
+    """High-pass of ``image`` in L*a*b* (image minus its :func:`low_pass` at ``sigma``); with
+    ``core_sigma`` > ``sigma``, six channels: that high-pass, then the band between the two
+    low-passes (the mid frequencies: the shape of eyes, brows, nose and mouth)."""
     lab = to_lab(image)
-    return np.asarray(lab - gaussian_blur(lab, sigma), dtype=np.float32)
+    fine = low_pass(lab, sigma, face)
+    high = np.asarray(lab - fine, dtype=np.float32)
+    if core_sigma <= sigma:
+        return high
+    return np.concatenate([high, fine - low_pass(lab, core_sigma, face)], axis=2)
 
 
 def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
@@ -69,15 +98,29 @@ def _lightness_std(lab: FloatArray, mask: npt.NDArray[np.uint8], count: int) -> 
 
 @dataclass(frozen=True)
 class Shading:
-    """The target region in L*a*b* and its low-pass (its shading and skin colour)."""
+    """The target region in L*a*b*, its low-pass (its shading and skin colour) and, with a
+    core band, its mid band (``detail_layer``'s second half, of the target) and where the
+    source's mid band replaces it (``core``: 1 well inside the face, 0 at the mask edge)."""
 
     lab: FloatArray
     base: FloatArray
+    mid: FloatArray | None = None
+    core: FloatArray | None = None
 
 
-def target_shading(target: Frame, sigma: float) -> Shading:
+def target_shading(
+    target: Frame,
+    sigma: float,
+    face: FloatArray | None = None,
+    core_sigma: float = 0.0,
+    core: FloatArray | None = None,
+) -> Shading:
     lab = to_lab(target)
-    return Shading(lab=lab, base=np.asarray(gaussian_blur(lab, sigma), dtype=np.float32))
+    fine = low_pass(lab, sigma, face)
+    if core_sigma <= sigma or core is None:
+        return Shading(lab=lab, base=fine)
+    base = low_pass(lab, core_sigma, face)
+    return Shading(lab=lab, base=base, mid=np.asarray(fine - base, np.float32), core=core)
 
 
 def match_lighting(
@@ -88,15 +131,28 @@ def match_lighting(
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
-    ``shading`` is the target's (:func:`target_shading`, with the low-pass sigma of the
+    ``shading`` is the target's (:func:`target_shading`, with the low-pass sigmas of the
     detail layer); ``skin`` marks the pixels whose statistics set the detail gain (face
-    without eyes and mouth). A grayscale source contributes no chroma detail.
+    without eyes and mouth). A grayscale source contributes no chroma detail. With a mid
+    band (six-channel ``detail`` and a ``shading`` with ``core``), the source's mid band is
+    taken in the core of the face and the target's towards the mask edge.
     """
     base = shading.base
+    # The target's own high band (its detail at the fine sigma) sets the gain below.
+    target_fine = base if shading.mid is None else cv2.add(base, shading.mid)
+    if detail.shape[2] == 6:
+        source_mid = np.ascontiguousarray(detail[..., 3:])
+        detail = np.ascontiguousarray(detail[..., :3])
+        if shading.mid is not None and shading.core is not None:
+            chroma_mid = 0.0 if grayscale_source else MID_CHROMA
+            core = cv2.merge([shading.core] * 3)
+            source_mid = cv2.multiply(source_mid, _scalar(1.0, chroma_mid, chroma_mid))
+            mid = cv2.add(shading.mid, cv2.multiply(core, cv2.subtract(source_mid, shading.mid)))
+            base = np.asarray(cv2.add(base, mid), np.float32)
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)
-    t_std = _lightness_std(shading.lab - base, inside, count)
+    t_std = _lightness_std(np.asarray(shading.lab - target_fine, np.float32), inside, count)
     gain = float(np.clip(t_std / s_std, *DETAIL_GAIN)) if s_std > 1e-3 else 1.0
     # OpenCV's per-channel scalars over whole pixels, rather than numpy on strided channel
     # views (or broadcast bounds): ~10x faster on a 400x340 face.

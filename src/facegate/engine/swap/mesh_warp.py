@@ -34,15 +34,36 @@ from facegate.engine.swap.color import (
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.swap.reshape import reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import triangle_quality
 from facegate.engine.swap.warp import warp_face
 from facegate.engine.types import Face, Frame
 
 #: Margin around the landmarks' box, as a fraction of its size (room for the feather).
 REGION_MARGIN = 0.12
-#: Low-pass sigma of the frequency separation, as a fraction of the face height
-#: (forehead top → chin): shading varies slower than this, brows and wrinkles faster.
-LOW_PASS = 0.035
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How much of the source's identity the swap takes (benchmarks/quality.py measures it).
+
+    ``low_pass``: sigma of the frequency separation, as a fraction of the face height
+    (forehead top → chin): the target keeps what varies slower (its broad lighting and skin
+    tone), the source gives the rest (eyes, brows, nose and mouth shading, skin texture).
+    ``face_only_low_pass``: the low-passes average face pixels only (``color.low_pass``).
+    """
+
+    low_pass: float = 0.035
+    core_low_pass: float = 0.15
+    core_blur: float = 1.0
+    face_only_low_pass: bool = True
+    reshape: float = 1.0
+
+
+#: The swap as it was before identity was measured (issue 16): the target kept everything
+#: broader than 3.5 % of the face height, so most results were still recognised as the target.
+#: Kept to be measured beside the current tuning in the same run (benchmarks/quality.py).
+BEFORE_IDENTITY = Tuning(core_low_pass=0.0, face_only_low_pass=False, reshape=0.0)
 #: A source face more than this many times larger than the target is downscaled first
 #: (remap interpolates linearly and would alias).
 MAX_SOURCE_RATIO = 1.5
@@ -101,7 +122,8 @@ class MeshWarpBackend:
     (several swaps at once, e.g. a video's render threads) the caller does it itself.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tuning: Tuning = Tuning()) -> None:
+        self.tuning = tuning
         self._lock = threading.Lock()
         self._helper: ThreadPoolExecutor | None = None
 
@@ -137,12 +159,24 @@ class MeshWarpBackend:
         size = face_height(points)
         return MeshWarpSource(
             image=crop,
-            detail=detail_layer(crop, max(1.0, LOW_PASS * size)),
+            detail=detail_layer(
+                crop,
+                max(1.0, self.tuning.low_pass * size),
+                self._face(points, (crop.shape[0], crop.shape[1])),
+                self.tuning.core_low_pass * size,
+            ),
             points=points,
             quality=triangle_quality(points),
             grayscale=is_grayscale(crop),
             size=size,
         )
+
+    def _face(self, points: FloatArray, shape: tuple[int, int]) -> FloatArray | None:
+        """The face below the hairline (the mask's trimmed oval, hard): the weight of a
+        face-only low-pass, or None for a plain one."""
+        if not self.tuning.face_only_low_pass:
+            return None
+        return face_mask(points, shape, (0.0, 0.0, 0.0, 0.0), 0.0)
 
     def swap_face(
         self,
@@ -171,6 +205,11 @@ class MeshWarpBackend:
         full_shape = (y1 - y0, x1 - x0)
         full_target = frame[y0:y1, x0:x1]
         full_points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        if self.tuning.reshape > 0.0:
+            moved = reshaped_points(source_state.points, full_points, self.tuning.reshape)
+            full_target = reshaped_target(full_target, full_points, moved)
+            full_points = moved
+            stage("reshape")
         size, points = _working_scale(full_shape, full_points, source_state.size)
         shape = (size[1], size[0])
 
@@ -182,7 +221,15 @@ class MeshWarpBackend:
             mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
             shading: Shading | FloatArray
             if options.match_lighting:
-                shading = target_shading(target, max(1.0, LOW_PASS * face_height(points)))
+                height = face_height(points)
+                core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
+                shading = target_shading(
+                    target,
+                    max(1.0, self.tuning.low_pass * height),
+                    self._face(points, shape),
+                    self.tuning.core_low_pass * height,
+                    core,
+                )
             else:
                 shading = to_lab(target)
             return _TargetSide(keep, mask, shading)
@@ -273,6 +320,13 @@ def _downscale(state: MeshWarpSource, scale: float) -> tuple[Frame, FloatArray, 
     h, w = state.image.shape[:2]
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
     image = np.asarray(cv2.resize(state.image, size, interpolation=cv2.INTER_AREA), np.uint8)
-    detail = np.asarray(cv2.resize(state.detail, size, interpolation=cv2.INTER_AREA), np.float32)
+    # cv2.resize's area filter takes at most 4 channels: the 6-channel detail in two halves.
+    detail = np.concatenate(
+        [
+            np.asarray(cv2.resize(half, size, interpolation=cv2.INTER_AREA), np.float32)
+            for half in np.split(state.detail, state.detail.shape[2] // 3, axis=2)
+        ],
+        axis=2,
+    )
     factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
     return image, detail, (state.points * factors).astype(np.float32)

@@ -1,0 +1,141 @@
+"""Face shape: the target's mesh moved towards the source's proportions, in the target's
+pose and expression (the classical 3D-fitting idea of Blanz & Vetter and Nirkin et al.,
+with the 478-point mesh in place of a morphable model).
+
+Both meshes are turned into the face's own frontal frame (``descriptor.face_frame``), the
+source's is scaled and centred onto the target's over the rigid points (eye corners, nose,
+cheekbones, forehead, upper outline), and the difference is what makes the source look like
+the source: eye spacing, nose length and width, mouth position, cheekbones. That difference is
+put back in the target's pose and added to the target's mesh, except:
+
+- expression: the mouth and the eyes move and scale as wholes (their position and width are
+  the source's, their opening the target's), and the jaw's drop from an open mouth is taken
+  out, so a laughing source does not open a closed target mouth;
+- the outline: the shift fades to nothing at the face oval and at the trimmed forehead, so the
+  swapped face meets the target's own jaw, cheeks and hairline where the blend mask ends.
+
+The target's pixels are then warped onto the moved mesh (:func:`reshaped_target`), so its
+eyes, mouth interior and shading follow the new shape and nothing outside the mask moves.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from facegate.engine import mesh
+from facegate.engine.descriptor import face_frame
+from facegate.engine.swap.geometry import FloatArray
+from facegate.engine.swap.masks import FOREHEAD_KEPT
+from facegate.engine.swap.symmetry import triangle_quality
+from facegate.engine.swap.warp import warp_face
+from facegate.engine.types import Frame
+
+IndexArray = npt.NDArray[np.int32]
+
+# Rigid points (subject's right side; their mirrors are added): eye corners, nose, cheekbones,
+# forehead and the upper outline. The scale and centre of the fit come from these.
+_RIGID_RIGHT = np.array(
+    [33, 133, 98, 129, 48, 64, 102, 122, 196, 174, 108, 67, 109, 103, 54, 116, 117, 118, 50, 205],
+    dtype=np.int32,
+)
+_RIGID = np.unique(
+    np.concatenate([_RIGID_RIGHT, mesh.MIRROR[_RIGID_RIGHT], [1, 2, 4, 5, 6, 9, 168, 195, 197]])
+).astype(np.int32)
+#: The shift is full from this distance to the face oval on (in inter-ocular distances of
+#: the target's frontal frame) and fades to nothing at FADE_START.
+FADE_START = 0.12
+FADE_FULL = 0.45
+
+
+def _inside(points: FloatArray, contour: IndexArray) -> IndexArray:
+    """Indices of the landmarks inside (or on) the polygon through ``points[contour]``."""
+    polygon = points[contour, :2].astype(np.float32).reshape(-1, 1, 2)
+    inside = [
+        i
+        for i in range(len(points))
+        if cv2.pointPolygonTest(polygon, (float(points[i, 0]), float(points[i, 1])), False) >= 0
+    ]
+    return np.array(sorted(set(inside) | {int(i) for i in contour}), np.int32)
+
+
+def _frontal(points: FloatArray) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The landmarks in the face's own frame, centred on the rigid points' centroid, and the
+    rotation (columns: right, down, away) that maps them back."""
+    rotation = face_frame(points)
+    p = points.astype(np.float64)
+    local = (p - p[_RIGID].mean(axis=0)) @ rotation
+    return local, rotation
+
+
+def _as_whole(
+    target: npt.NDArray[np.float64],
+    source: npt.NDArray[np.float64],
+    region: IndexArray,
+    corners: tuple[int, int],
+) -> npt.NDArray[np.float64]:
+    """Target positions of ``region`` moved to the source's centre of it and scaled across by
+    the source's width (``corners``), its height (the opening) left as the target's."""
+    t_centre, s_centre = target[list(corners)].mean(axis=0), source[list(corners)].mean(axis=0)
+    t_width = float(np.linalg.norm(target[corners[0]] - target[corners[1]]))
+    s_width = float(np.linalg.norm(source[corners[0]] - source[corners[1]]))
+    scale = s_width / max(t_width, 1e-6)
+    moved = target[region] - t_centre
+    moved[:, 0] *= scale
+    return np.asarray(moved + s_centre, np.float64)
+
+
+def reshaped_points(source: FloatArray, target: FloatArray, strength: float = 1.0) -> FloatArray:
+    """The target's landmarks (pixels) moved towards the source's shape (see the module doc);
+    ``strength`` 0 returns them unchanged, 1 takes the source's proportions fully."""
+    if strength <= 0.0:
+        return target
+    s_local, _ = _frontal(source)
+    t_local, rotation = _frontal(target)
+    scale = np.sqrt((t_local[_RIGID] ** 2).sum() / max((s_local[_RIGID] ** 2).sum(), 1e-9))
+    fitted = s_local * scale
+    wanted = fitted.copy()
+    # Expression: mouth and eyes as wholes, and the jaw's drop taken out below the mouth.
+    mouth = _inside(target, mesh.LIPS_OUTER)
+    wanted[mouth] = _as_whole(t_local, fitted, mouth, (mesh.MOUTH_RIGHT, mesh.MOUTH_LEFT))
+    for contour, iris, corners in (
+        (mesh.RIGHT_EYE, mesh.RIGHT_IRIS, (33, 133)),
+        (mesh.LEFT_EYE, mesh.LEFT_IRIS, (263, 362)),
+    ):
+        eye = np.union1d(_inside(target, contour), iris).astype(np.int32)
+        wanted[eye] = _as_whole(t_local, fitted, eye, corners)
+    drop = (fitted[14, 1] - fitted[13, 1]) - (t_local[14, 1] - t_local[13, 1])
+    mouth_line = (t_local[mesh.MOUTH_RIGHT, 1] + t_local[mesh.MOUTH_LEFT, 1]) / 2
+    below = np.clip((t_local[:, 1] - mouth_line) / max(abs(drop), 1e-6) + 0.5, 0.0, 1.0)
+    below[mouth] = 0.0
+    wanted[:, 1] -= below * drop
+    delta = wanted - t_local
+    shift = (delta * _fade(t_local)[:, None] * strength) @ rotation.T
+    return np.asarray(target.astype(np.float64) + shift, np.float32)
+
+
+def _fade(local: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per landmark, how much of the shift it takes: 0 on the face oval and above the
+    trimmed forehead, 1 well inside the face (smooth in between)."""
+    eye_gap = float(np.linalg.norm(local[33, :2] - local[263, :2]))
+    oval = local[mesh.FACE_OVAL, :2]
+    gaps = np.linalg.norm(local[:, None, :2] - oval[None, :, :], axis=2).min(axis=1) / eye_gap
+    fade = np.clip((gaps - FADE_START) / (FADE_FULL - FADE_START), 0.0, 1.0)
+    # Up is -y in the frontal frame; the mask keeps FOREHEAD_KEPT of brow → top.
+    brows = local[np.concatenate([mesh.LEFT_BROW, mesh.RIGHT_BROW]), 1].min()
+    top = local[mesh.FOREHEAD_TOP, 1]
+    edge = brows + FOREHEAD_KEPT * (top - brows)
+    forehead = np.clip((local[:, 1] - edge) / max(brows - edge, 1e-6), 0.0, 1.0)
+    smooth = fade * fade * (3 - 2 * fade) * forehead
+    return np.asarray(smooth, np.float64)
+
+
+def reshaped_target(image: Frame, points: FloatArray, moved: FloatArray) -> Frame:
+    """``image`` (a target region, ``points`` its landmarks there) with its face warped onto
+    the ``moved`` landmarks; pixels the mesh does not cover are left as they are."""
+    shape = (image.shape[0], image.shape[1])
+    warp = warp_face(image, points, triangle_quality(points), moved, shape)
+    out = image.copy()
+    out[warp.coverage] = warp.image[warp.coverage]
+    return out
