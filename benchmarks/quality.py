@@ -34,11 +34,24 @@ from facegate.engine import mesh
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import SAME_PERSON_DISTANCE, FaceRecogniser, identity_distance
 from facegate.engine.swap.masks import face_mask, keep_mask, polygon_mask, trimmed_oval
-from facegate.engine.swap.mesh_warp import MeshWarpBackend
+from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
 from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.swap.reshape import reshaped_points
 from facegate.engine.types import Face, FloatArray, Frame
 
 TILE = 160
+#: The before/after sheet of docs/ (--docs-sheet): photos whose sources state a licence.
+DOCS_SOURCES = [
+    "woman_a_selfie_frontal_01.jpg",
+    "man_frontal_glasses.jpg",
+    "woman_astronaut_frontal.jpg",
+]
+DOCS_TARGETS = [
+    "woman_b_frontal_dark_background.jpg",
+    "elderly_woman_glasses_frontal.jpg",
+    "man_frontal_beard_closeup.jpg",
+    "woman_a_frontal_blue_wall_02.jpg",
+]
 
 
 def delta_e2000(lab1: np.ndarray, lab2: np.ndarray) -> float:
@@ -146,6 +159,7 @@ class Pair:
     target: str
     found: bool
     landmark_error: float  # % of the target's inter-ocular distance (nan: not found)
+    moved_error: float  # the same against the mesh the swap aimed at (reshaped towards the source)
     seam: float
     seam_ref: float
     delta_e: float
@@ -208,10 +222,11 @@ def measure(
         frame, face = photos[target]
         out, best, vector = swap_pair(tools, backend, options, states[source], photos[target])
         tiles[source, target] = tile(out, face)
-        err = float("nan")
+        aimed = reshaped_points(photos[source][1].landmarks, face.landmarks, backend.tuning.reshape)
+        err = moved = float("nan")
         if best is not None:
-            gaps = np.linalg.norm(best.landmarks[:, :2] - face.landmarks[:, :2], axis=1)
-            err = 100 * float(gaps.mean()) / face.inter_ocular
+            err = landmark_error(best, face.landmarks, face.inter_ocular)
+            moved = landmark_error(best, aimed, face.inter_ocular)
         mask = face_mask(face.landmarks, frame.shape[:2], (0, 0, 0, 0), 0.3)
         results.append(
             Pair(
@@ -219,6 +234,7 @@ def measure(
                 target=target,
                 found=best is not None,
                 landmark_error=err,
+                moved_error=moved,
                 seam=seam_ratio(out, mask),
                 seam_ref=seam_ratio(frame, mask),
                 delta_e=skin_delta_e(out, frame, face),
@@ -228,6 +244,12 @@ def measure(
             )
         )
     return results, tiles
+
+
+def landmark_error(found: Face, points: FloatArray, inter_ocular: float) -> float:
+    """Mean landmark distance, in % of the inter-ocular distance."""
+    gaps = np.linalg.norm(found.landmarks[:, :2] - points[:, :2], axis=1)
+    return 100 * float(gaps.mean()) / inter_ocular
 
 
 def med(values: Iterable[float]) -> float:
@@ -260,6 +282,7 @@ def summary(results: list[Pair]) -> dict[str, float]:
         "detected as a face %": 100 * float(np.mean([r.found for r in results])),
         "landmark error % IO median": med(errors),
         "landmark error % IO p90": float(np.nanpercentile(errors, 90)),
+        "  vs the aimed (moved) mesh, median": med(r.moved_error for r in results),
         "seam ratio median": med(r.seam for r in results),
         "skin dE2000 median": med(r.delta_e for r in results),
     }
@@ -305,6 +328,23 @@ def sheet(names: list[str], photos: dict[str, tuple[Frame, Face]], tiles: dict) 
     return np.vstack(rows)
 
 
+def before_after_sheet(
+    sources: list[str],
+    targets: list[str],
+    photos: dict[str, tuple[Frame, Face]],
+    before: dict[tuple[str, str], Frame],
+    after: dict[tuple[str, str], Frame],
+) -> Frame:
+    """Rows: sources; per target a (before | after) pair of tiles; the targets along the top."""
+    blank = np.zeros((TILE, TILE, 3), np.uint8)
+    top = [blank] + [np.hstack([tile(*photos[t]), blank]) for t in targets]
+    rows = [np.hstack(top)]
+    for source in sources:
+        cells = [np.hstack([before[source, t], after[source, t]]) for t in targets]
+        rows.append(np.hstack([tile(*photos[source]), *cells]))
+    return np.vstack(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faces", type=Path, default=FACES)
@@ -312,6 +352,15 @@ def main() -> None:
     parser.add_argument("--mask", default="feather", choices=["feather", "poisson"])
     parser.add_argument(
         "--only", nargs="*", default=None, help="photo names (a subset to iterate on quickly)"
+    )
+    parser.add_argument(
+        "--no-before", action="store_true", help="skip the swap as it was before issue 16"
+    )
+    parser.add_argument(
+        "--docs-sheet",
+        type=Path,
+        default=None,
+        help="also write a before/after sheet of DOCS_SOURCES x DOCS_TARGETS (JPEG)",
     )
     parser.add_argument("--no-timing", action="store_true", help="skip the 1080p timing")
     args = parser.parse_args()
@@ -325,20 +374,34 @@ def main() -> None:
     same_person_check(descriptors)
     pairs = [(s, t) for s in names for t in names if s != t]
     options = FaceSwapperOptions(mask=args.mask)
-    backend = MeshWarpBackend()
-    results, tiles = measure((analyser, recogniser), backend, options, photos, pairs, descriptors)
-    print_pairs("mesh_warp", results)
+    tunings = {"now": Tuning()} if args.no_before else {"before": BEFORE_IDENTITY, "now": Tuning()}
+    columns, tiles = {}, {}
+    for label, tuning in tunings.items():
+        results, tiles[label] = measure(
+            (analyser, recogniser), MeshWarpBackend(tuning), options, photos, pairs, descriptors
+        )
+        print_pairs(label, results)
+        columns[label] = summary(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(args.out), sheet(names, photos, tiles))
+    cv2.imwrite(str(args.out), sheet(names, photos, tiles["now"]))
+    if args.docs_sheet and "before" in tiles:
+        docs = before_after_sheet(
+            [n for n in DOCS_SOURCES if n in photos],
+            [n for n in DOCS_TARGETS if n in photos],
+            photos,
+            tiles["before"],
+            tiles["now"],
+        )
+        cv2.imwrite(str(args.docs_sheet), docs, [cv2.IMWRITE_JPEG_QUALITY, 85])
     untouched = {
         "seam ratio median": med(r.seam_ref for r in results),
         "skin dE2000 median": med(skin_delta_e(f, f, fc) for f, fc in photos.values()),
     }
-    print(f"\nmask {args.mask}; figures over pairs of different people, realism over all")
-    print_summaries({"mesh_warp": summary(results)}, untouched)
+    print(f"\nmask {args.mask}; identity over pairs of different people, realism over all")
+    print_summaries(columns, untouched)
     print(f"sheet: {args.out}")
     if not args.no_timing:
-        time_1080p(backend, options, photos)
+        time_1080p(MeshWarpBackend(), options, photos)
 
 
 def time_1080p(

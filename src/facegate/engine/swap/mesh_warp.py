@@ -45,17 +45,27 @@ REGION_MARGIN = 0.12
 
 @dataclass(frozen=True)
 class Tuning:
-    """How much of the source's identity the swap takes (benchmarks/quality.py measures it).
+    """How much of the source's identity the swap takes (benchmarks/quality.py measures it
+    with an independent recogniser, beside seams, skin colour and landmark error).
 
-    ``low_pass``: sigma of the frequency separation, as a fraction of the face height
-    (forehead top → chin): the target keeps what varies slower (its broad lighting and skin
-    tone), the source gives the rest (eyes, brows, nose and mouth shading, skin texture).
+    Three bands, their sigmas as fractions of the face height (forehead top → chin): the
+    source gives everything finer than ``low_pass`` (skin texture, lashes, wrinkles); the
+    band between ``low_pass`` and ``core_low_pass`` (the shape and shading of eyes, brows,
+    nose and mouth: what a recogniser reads) is the source's in the core of the face and the
+    target's towards the mask edge (``core_blur``: the core's softness, as ``mask_blur``), so
+    no edge shows; the target keeps what varies slower (its broad lighting and skin tone).
     ``face_only_low_pass``: the low-passes average face pixels only (``color.low_pass``).
+    ``reshape``: how far the target's mesh moves towards the source's proportions
+    (``reshape.reshaped_points``; 0 = the target's shape).
+
+    On shared/data/faces (issue 16) the previous single split at 0.035 left most results
+    recognised as the target; LOW_PASS 0.15 alone won identity but showed the source's
+    jaw and hairline contrast at the mask edge.
     """
 
     low_pass: float = 0.035
     core_low_pass: float = 0.15
-    core_blur: float = 1.0
+    core_blur: float = 0.6
     face_only_low_pass: bool = True
     reshape: float = 1.0
 
@@ -64,6 +74,7 @@ class Tuning:
 #: broader than 3.5 % of the face height, so most results were still recognised as the target.
 #: Kept to be measured beside the current tuning in the same run (benchmarks/quality.py).
 BEFORE_IDENTITY = Tuning(core_low_pass=0.0, face_only_low_pass=False, reshape=0.0)
+
 #: A source face more than this many times larger than the target is downscaled first
 #: (remap interpolates linearly and would alias).
 MAX_SOURCE_RATIO = 1.5
