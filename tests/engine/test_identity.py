@@ -1,5 +1,6 @@
 """The independent recogniser (dlib's ResNet descriptor) on the real test photos, and the
-identity a built-in swap carries, measured by it (a test-sized benchmarks/quality.py)."""
+identity a built-in swap carries, measured by it (a test-sized benchmarks/quality.py: four
+pairs, now and with the tuning from before issue 16)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from facegate.engine.identity import (
     identity_distance,
     models_dir,
 )
+from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.selection import SelectorSpec
+from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
+from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.types import Face, FloatArray, Frame
 
 PERSON_A = [
@@ -105,3 +110,77 @@ def test_the_mesh_box_stands_in_for_dlibs_detector(
     with_detector = recogniser.describe(frame, face)
     mesh_box_only = FaceRecogniser(detector=False)
     assert identity_distance(with_detector, mesh_box_only.describe(frame, face)) < 0.1
+
+
+#: Source → target pairs for the test-sized identity check (different people each).
+PAIRS = [
+    ("man_frontal_glasses.jpg", "woman_a_selfie_frontal_01.jpg"),
+    ("woman_b_frontal_dark_background.jpg", "woman_astronaut_frontal.jpg"),
+    ("woman_a_selfie_frontal_01.jpg", "elderly_woman_glasses_frontal.jpg"),
+    ("woman_astronaut_frontal.jpg", "man_frontal_glasses.jpg"),
+]
+
+
+def swap_distances(
+    tuning: Tuning,
+    photos: dict[str, tuple[Frame, Face]],
+    descriptors: dict[str, FloatArray],
+    analyser: FaceAnalyser,
+    recogniser: FaceRecogniser,
+) -> list[tuple[float, float]]:
+    """(d(result, source), d(result, target)) per pair, the result still found as one face."""
+    backend, options = MeshWarpBackend(tuning), FaceSwapperOptions()
+    distances = []
+    for source, target in PAIRS:
+        state = backend.prepare_source([photos[source][1]], [photos[source][0]], options)
+        frame, face = photos[target]
+        result = backend.swap_face(frame.copy(), state, face, options)
+        found = analyser.analyse(result)
+        assert len(found) == 1, (source, target)
+        vector = recogniser.describe(result, found[0])
+        distances.append(
+            (
+                identity_distance(vector, descriptors[source]),
+                identity_distance(vector, descriptors[target]),
+            )
+        )
+    return distances
+
+
+def test_the_swap_carries_the_source_identity(
+    photos: dict[str, tuple[Frame, Face]],
+    descriptors: dict[str, FloatArray],
+    analyser: FaceAnalyser,
+    recogniser: FaceRecogniser,
+) -> None:
+    now = swap_distances(Tuning(), photos, descriptors, analyser, recogniser)
+    before = swap_distances(BEFORE_IDENTITY, photos, descriptors, analyser, recogniser)
+    print("\nd(result, source), d(result, target) now:", now, "before:", before)
+    for (source, target), (to_source, to_target) in zip(PAIRS, now, strict=True):
+        assert to_source < SAME_PERSON_DISTANCE, (source, target, to_source)
+        assert to_source < to_target, (source, target, to_source, to_target)
+    # The same pairs with the swap as it was: measurably less of the source.
+    assert np.median([d for d, _ in now]) < np.median([d for d, _ in before]) - 0.05
+
+
+def read(name: str) -> Frame:
+    frame = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
+    assert frame is not None, name
+    return np.asarray(frame, np.uint8)
+
+
+def test_reference_mode_swaps_person_a_only_among_strangers() -> None:
+    # Person A's blue-wall photo beside a photo of three men, one image: with another photo
+    # of A as the reference, only A's face changes (the recogniser's descriptor decides).
+    person_a, group = read(PERSON_A[1]), read("group_3_men_expressions_glasses.jpg")
+    height, split = max(person_a.shape[0], group.shape[0]), person_a.shape[1]
+    scene = np.zeros((height, split + group.shape[1], 3), np.uint8)
+    scene[: person_a.shape[0], :split] = person_a
+    scene[: group.shape[0], split:] = group
+    pipeline = Pipeline(PipelineSpec(selector=SelectorSpec(mode="reference")))
+    result = pipeline.run_image(
+        [read("woman_astronaut_frontal.jpg")], scene, reference=read(PERSON_A[0])
+    )
+    changed = np.abs(result.astype(int) - scene.astype(int)).max(axis=2) > 8
+    assert changed[:, :split].sum() > 1000
+    assert not changed[:, split:].any()

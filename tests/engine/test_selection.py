@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import average_embedding, filter_faces, sort_faces
+from facegate.engine.identity import GEOMETRIC, KIND, LEARNED
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
 from facegate.engine.types import Face
 
@@ -150,6 +151,29 @@ def test_reference_picks_faces_close_to_the_reference() -> None:
     assert select_faces([reference], [other, alike], spec, [reference]) == [(0, alike)]
     loose = SelectorSpec(mode="reference", reference_distance=2.0)
     assert len(select_faces([reference], [other, alike], loose, [reference])) == 2
+
+
+def learned(face: Face, descriptor: list[float]) -> Face:
+    """``face`` as the pipeline leaves it once the recogniser's descriptor is attached."""
+    face.extra[GEOMETRIC] = face.embedding
+    face.extra[KIND] = LEARNED
+    face.embedding = np.array(descriptor, np.float32)
+    return face
+
+
+def test_reference_uses_the_recogniser_where_both_faces_have_it() -> None:
+    # Geometrically alike but 0.7 apart for the recogniser: a stranger of similar shape.
+    reference = learned(create_face(0, 0, 50, embedding=[1.0, 0.0, 0.0]), [0.0, 0.0])
+    stranger = learned(create_face(10, 10, 40, embedding=[1.0, 0.005, 0.0]), [0.7, 0.0])
+    same = learned(create_face(200, 10, 40, embedding=[0.9, 0.3, 0.1]), [0.3, 0.3])
+    spec = SelectorSpec(mode="reference")
+    assert select_faces([reference], [stranger, same], spec, [reference]) == [(0, same)]
+    # A face without the learned descriptor is compared by the geometric one, both sides.
+    plain = create_face(10, 10, 40, embedding=[1.0, 0.005, 0.0])
+    assert select_faces([reference], [plain], spec, [reference]) == [(0, plain)]
+    # An explicit threshold is in the units of the descriptor in use.
+    strict = SelectorSpec(mode="reference", reference_distance=0.2)
+    assert select_faces([reference], [stranger, same], strict, [reference]) == []
 
 
 def test_reference_face_index_chooses_the_reference_face() -> None:

@@ -20,6 +20,7 @@ source and reference faces and for measurements, not for every frame of a video.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -144,3 +145,45 @@ def shared_recogniser() -> FaceRecogniser:
 def identity_distance(a: FloatArray, b: FloatArray) -> float:
     """Euclidean distance of two descriptors (under ``SAME_PERSON_DISTANCE``: one person)."""
     return float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
+
+
+#: ``Face.extra`` keys: which descriptor ``Face.embedding`` holds, and the geometric one it
+#: replaced (kept for comparisons with faces that have no learned descriptor).
+KIND = "embedding_kind"
+LEARNED = "dlib_resnet"
+GEOMETRIC = "geometric_embedding"
+
+
+def attach_identity(frame: Frame, faces: Iterable[Face]) -> bool:
+    """Give each face of ``frame`` the recogniser's descriptor as ``Face.embedding`` (the
+    geometric one moves to ``extra``). Does nothing, and returns False, where the recogniser
+    is not installed. Faces that already have it are left alone."""
+    if not available():
+        return False
+    recogniser = shared_recogniser()
+    for face in faces:
+        if face.extra.get(KIND) == LEARNED:
+            continue
+        learned = recogniser.describe(frame, face)
+        face.extra[GEOMETRIC] = face.embedding
+        face.extra[KIND] = LEARNED
+        face.embedding = learned
+    return True
+
+
+def is_learned(face: Face) -> bool:
+    return face.extra.get(KIND) == LEARNED
+
+
+def comparable(a: Face, b: Face) -> tuple[FloatArray | None, FloatArray | None, bool]:
+    """The two faces' descriptors of one kind: (a's, b's, learned?) — the recogniser's where
+    both have it, else the geometric ones."""
+    if is_learned(a) and is_learned(b):
+        return a.embedding, b.embedding, True
+    geometric_a = a.extra.get(GEOMETRIC, a.embedding) if is_learned(a) else a.embedding
+    geometric_b = b.extra.get(GEOMETRIC, b.embedding) if is_learned(b) else b.embedding
+    return _vector(geometric_a), _vector(geometric_b), False
+
+
+def _vector(value: object) -> FloatArray | None:
+    return value if isinstance(value, np.ndarray) else None

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from facegate.engine.errors import InvalidOptions, NoFaceDetected
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
+from facegate.engine.identity import attach_identity
 from facegate.engine.models.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
@@ -143,6 +144,8 @@ class Pipeline:
             reference_faces = sort_faces(self.analyser.analyse(reference), self.spec.selector.order)
             if not reference_faces:
                 raise NoFaceDetected("the reference image has no face")
+            if self.spec.selector.mode == "reference":
+                attach_identity(reference, reference_faces)
         ctx.state["pipeline"] = {"reference_faces": reference_faces}
         for processor in self.processors:
             ctx.check_cancelled()
@@ -167,6 +170,8 @@ class Pipeline:
             ctx.selected = list(selected)
         else:
             reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
+            if self.spec.selector.mode == "reference":
+                attach_identity(frame, ctx.target_faces)
             ctx.selected = select_faces(
                 ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces
             )

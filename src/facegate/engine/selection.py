@@ -8,7 +8,11 @@ Modes (FaceFusion's, plus explicit mapping, which FaceFusion lacks):
   (targets beyond the last source are left alone).
 - ``reference``: the target faces whose descriptor distance to the reference face (face
   ``reference_face_index`` of the reference frame, after ordering) is under
-  ``reference_distance`` get source 0.
+  ``reference_distance`` get source 0. The descriptor is the recogniser's
+  (``engine.identity``, dlib's ResNet) where the pipeline attached it to both faces
+  (it does in reference mode when the recogniser is installed, as it is in the lock and the
+  image), else the geometric one (``engine.descriptor``). Left unset, ``reference_distance``
+  is the threshold of the descriptor in use: 0.6 for the recogniser, 0.018 geometric.
 - ``mapping`` (with ``one`` or ``many``): explicit [source_index, target_index] pairs; target
   indices count the target faces after filtering and ordering.
 
@@ -30,10 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from facegate.engine.descriptor import average_embedding, face_distance
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceOrder, filter_faces, sort_faces
+from facegate.engine.identity import SAME_PERSON_DISTANCE, comparable
 from facegate.engine.types import Face
 
-#: Descriptor distance under which two faces count as the same person. Calibrated on
-#: shared/data/faces (see descriptor.py's docstring for the measured distances).
+#: Geometric descriptor distance under which two faces count as the same person. Calibrated
+#: on shared/data/faces (see descriptor.py's docstring for the measured distances).
 DEFAULT_REFERENCE_DISTANCE = 0.018
 
 
@@ -47,7 +52,8 @@ class SelectorSpec(BaseModel):
     min_size: float = Field(default=0.0, ge=0.0, description="px, the box's shorter side")
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
     reference_face_index: int = Field(default=0, ge=0)
-    reference_distance: float = Field(default=DEFAULT_REFERENCE_DISTANCE, gt=0.0)
+    # None: the threshold of the descriptor in use (see the module docstring).
+    reference_distance: float | None = Field(default=None, gt=0.0)
     mapping: list[tuple[int, int]] | None = None
     average_sources: bool = False
 
@@ -124,9 +130,19 @@ def _matching(
             f"{len(references)} face(s) in the reference image"
         )
     reference = references[spec.reference_face_index]
-    return [
-        target for target in targets if face_distance(reference, target) < spec.reference_distance
-    ]
+    return [target for target in targets if same_person(reference, target, spec)]
+
+
+def same_person(reference: Face, target: Face, spec: SelectorSpec) -> bool:
+    """``target`` is within ``spec.reference_distance`` of ``reference``, by the recogniser's
+    descriptor where both faces carry it, else by the geometric one."""
+    a, b, learned = comparable(reference, target)
+    if a is None or b is None:
+        return False
+    limit = spec.reference_distance
+    if limit is None:
+        limit = SAME_PERSON_DISTANCE if learned else DEFAULT_REFERENCE_DISTANCE
+    return face_distance(a, b) < limit
 
 
 def prepare_sources(source_faces: Sequence[Face], spec: SelectorSpec) -> list[Face]:

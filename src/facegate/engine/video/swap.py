@@ -4,6 +4,9 @@
 source. The decision is made once per track, when the track first appears, and kept while the
 track lives: two faces of similar size cannot swap identities when their order flips, and a
 ``reference`` match holds through frames where the descriptor is noisier (a turned head).
+In ``reference`` mode the recogniser's descriptor (``engine.identity``) is computed only for
+the faces of new tracks, the only ones whose decision is still open: once per person who
+enters the clip, not per frame.
 ``render`` (any thread) runs the processors on a copy of the job context holding that frame's
 faces, so several frames can be rendered at once.
 """
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from facegate.engine.errors import InvalidOptions
+from facegate.engine.identity import attach_identity
 from facegate.engine.pipeline import FACE_PROCESSORS, Pipeline
 from facegate.engine.processors.base import JobContext
 from facegate.engine.selection import select_faces
@@ -75,10 +79,13 @@ class VideoSwap:
         faces = self.tracker.update(frame, index)
         if not faces:
             return FrameFaces([], [])
+        selector = self.pipeline.spec.selector
+        candidates = faces
+        if selector.mode == "reference":
+            candidates = [face for face in faces if face.track_id not in self.sticky.decided]
+            attach_identity(frame, candidates)
         try:
-            fresh = select_faces(
-                self.ctx.source_faces, faces, self.pipeline.spec.selector, self.reference_faces
-            )
+            fresh = select_faces(self.ctx.source_faces, candidates, selector, self.reference_faces)
         except InvalidOptions:  # a mapping naming a face absent from this frame: decide later
             fresh = []
         return FrameFaces(faces, self.sticky.select(fresh, faces))

@@ -1,0 +1,97 @@
+"""The identity parts of mesh_warp on real meshes: the target's mesh moved towards the
+source's proportions (reshape) and the face-only low-pass of the band split (color)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from tests.testdata import FACES
+
+from facegate.engine import mesh
+from facegate.engine.descriptor import canonical_landmarks
+from facegate.engine.faces import FaceAnalyser
+from facegate.engine.swap.color import low_pass
+from facegate.engine.swap.reshape import reshaped_points, reshaped_target
+from facegate.engine.types import FloatArray
+
+SOURCE = "woman_astronaut_frontal.jpg"  # smiling, mouth open
+TARGET = "man_frontal_glasses.jpg"
+
+
+@pytest.fixture(scope="module")
+def meshes() -> dict[str, FloatArray]:
+    analyser = FaceAnalyser()
+    found = {}
+    for name in (SOURCE, TARGET):
+        frame = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
+        assert frame is not None
+        (face,) = analyser.analyse(frame)
+        found[name] = face.landmarks
+    return found
+
+
+def proportions(points: FloatArray) -> FloatArray:
+    """Nose length and mouth width over eye-corner spacing, in the frontal frame."""
+    local = canonical_landmarks(points)
+    eyes = float(np.linalg.norm(local[33, :2] - local[263, :2]))
+    nose = float(np.linalg.norm(local[168, :2] - local[2, :2]))
+    mouth = float(np.linalg.norm(local[mesh.MOUTH_RIGHT, :2] - local[mesh.MOUTH_LEFT, :2]))
+    return np.array([nose / eyes, mouth / eyes], np.float32)
+
+
+def test_strength_zero_and_same_face_leave_the_mesh_alone(meshes: dict[str, FloatArray]) -> None:
+    target = meshes[TARGET]
+    assert reshaped_points(meshes[SOURCE], target, 0.0) is target
+    np.testing.assert_allclose(reshaped_points(target, target), target, atol=1e-3)
+
+
+def test_inner_proportions_move_towards_the_source(meshes: dict[str, FloatArray]) -> None:
+    source, target = meshes[SOURCE], meshes[TARGET]
+    moved = reshaped_points(source, target)
+    before = np.abs(proportions(target) - proportions(source))
+    after = np.abs(proportions(moved) - proportions(source))
+    assert (after < 0.5 * before + 0.01).all(), (before, after)
+
+
+def test_outline_and_expression_stay_the_targets(meshes: dict[str, FloatArray]) -> None:
+    source, target = meshes[SOURCE], meshes[TARGET]
+    moved = reshaped_points(source, target)
+    eye_gap = float(np.linalg.norm(target[33, :2] - target[263, :2]))
+    # The face oval does not move: the swap meets the target's own jaw and hairline.
+    oval_shift = np.linalg.norm(moved[mesh.FACE_OVAL, :2] - target[mesh.FACE_OVAL, :2], axis=1)
+    assert oval_shift.max() < 0.01 * eye_gap
+
+    # The source laughs (mouth open), the target's mouth is nearly closed: it stays so.
+    def opening(points: FloatArray) -> float:
+        return float(np.linalg.norm(points[13, :2] - points[14, :2]))
+
+    assert opening(source) / eye_gap > 3 * opening(target) / eye_gap
+    assert abs(opening(moved) - opening(target)) < 0.02 * eye_gap
+
+
+def test_reshaped_target_moves_pixels_only_inside_the_mesh(
+    meshes: dict[str, FloatArray],
+) -> None:
+    frame = cv2.imread(str(FACES / TARGET), cv2.IMREAD_COLOR)
+    assert frame is not None
+    target = meshes[TARGET]
+    moved = reshaped_points(meshes[SOURCE], target)
+    out = reshaped_target(np.asarray(frame, np.uint8), target, moved)
+    oval = np.zeros(frame.shape[:2], np.uint8)
+    cv2.fillPoly(oval, [np.round(target[mesh.FACE_OVAL, :2]).astype(np.int32)], (1,))
+    outside = cv2.dilate(oval, np.ones((5, 5), np.uint8)) == 0
+    assert np.array_equal(out[outside], frame[outside])
+    assert np.abs(out.astype(int) - frame.astype(int))[oval > 0].mean() > 1.0
+
+
+def test_face_only_low_pass_keeps_the_background_out() -> None:
+    lab = np.zeros((120, 120, 3), np.float32)
+    face = np.zeros((120, 120), np.float32)
+    cv2.circle(face, (60, 60), 40, (1.0,), -1)
+    lab[..., 0] = np.where(face > 0, 70.0, 10.0)  # a bright face on a dark background
+    plain = low_pass(lab, 12.0)
+    face_only = low_pass(lab, 12.0, face)
+    edge = (58, 97)  # inside the face, 3 px from its border
+    assert plain[edge][0] < 55.0  # the plain blur pulls the background in
+    assert face_only[edge][0] > 67.0
