@@ -401,11 +401,15 @@ def main() -> None:
     print_summaries(columns, untouched)
     print(f"sheet: {args.out}")
     if not args.no_timing:
-        time_1080p(MeshWarpBackend(), options, photos)
+        for label, tuning in tunings.items():
+            time_1080p(label, MeshWarpBackend(tuning), options, photos)
 
 
 def time_1080p(
-    backend: MeshWarpBackend, options: FaceSwapperOptions, photos: dict[str, tuple[Frame, Face]]
+    label: str,
+    backend: MeshWarpBackend,
+    options: FaceSwapperOptions,
+    photos: dict[str, tuple[Frame, Face]],
 ) -> None:
     """Median ms per stage of one face swap on a 1080p frame (a photo scaled to 1080 rows)."""
     names = list(photos)
@@ -437,7 +441,10 @@ def time_1080p(
         per = {k: statistics.median(v) for k, v in stages.items()}
         total = sum(per.values())
         parts = "  ".join(f"{k} {v:.1f}" for k, v in per.items())
-        print(f"1080p swap ({mask}, face {target.width:.0f} px): {parts}  total {total:.1f} ms")
+        print(
+            f"1080p swap, {label} ({mask}, face {target.width:.0f} px): {parts}"
+            f"  total {total:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

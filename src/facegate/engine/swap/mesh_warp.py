@@ -122,6 +122,7 @@ class _TargetSide:
     keep: FloatArray
     mask: FloatArray
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
+    reshaped: Frame | None  # the target warped onto the reshaped mesh (None: not reshaped)
 
 
 class MeshWarpBackend:
@@ -216,18 +217,23 @@ class MeshWarpBackend:
         full_shape = (y1 - y0, x1 - x0)
         full_target = frame[y0:y1, x0:x1]
         full_points = (target_face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        size, factors = _working_scale(full_shape, full_points, source_state.size)
+        shape = (size[1], size[0])
+        unmoved = (full_points * factors).astype(np.float32)
+        points = unmoved  # where the face goes: the target's mesh, or the reshaped one
         if self.tuning.reshape > 0.0:
             moved = reshaped_points(source_state.points, full_points, self.tuning.reshape)
-            full_target = reshaped_target(full_target, full_points, moved)
-            full_points = moved
-            stage("reshape")
-        size, points = _working_scale(full_shape, full_points, source_state.size)
-        shape = (size[1], size[0])
+            points = (moved * factors).astype(np.float32)
 
         def target_side() -> _TargetSide:
             target = full_target
             if shape != full_shape:
                 target = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA))
+            # Reshaped: the target's own eyes, mouth and shading follow the new mesh. The warp
+            # leaves the face oval in place, so outside the mask nothing moves.
+            reshaped = None if points is unmoved else reshaped_target(target, unmoved, points)
+            if reshaped is not None:
+                target = reshaped
             keep = keep_mask(source_state.points, points, shape, options.keep_expression)
             mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
             shading: Shading | FloatArray
@@ -243,7 +249,7 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(keep, mask, shading)
+            return _TargetSide(keep, mask, shading, reshaped)
 
         helper = self._helper_pool()
         pending = helper.submit(target_side) if helper is not None else None
@@ -264,14 +270,23 @@ class MeshWarpBackend:
         coverage = np.asarray(
             cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
         )
-        mask = side.mask * (1.0 - side.keep) * cv2.GaussianBlur(coverage, (0, 0), 1.0)
-        skin = ((mask > 0.5) & warp.coverage).astype(np.float32)
+        covered = cv2.GaussianBlur(coverage, (0, 0), 1.0)
+        swapped = side.mask * (1.0 - side.keep) * covered
+        skin = ((swapped > 0.5) & warp.coverage).astype(np.float32)
+        # Not reshaped: the kept eyes and mouth are the frame's own pixels (outside the mask).
+        # Reshaped: they moved with the mesh, so they come from the reshaped target, inside it.
+        if side.reshaped is None:
+            mask = swapped
+        else:
+            mask = side.mask * np.maximum(covered, side.keep)
         stage("mask")
 
         if isinstance(side.shading, Shading):
             face = match_lighting(warp.image, side.shading, skin, source_state.grayscale)
         else:
             face = transfer_colour(warp.image, side.shading, skin, source_state.grayscale)
+        if side.reshaped is not None:
+            face = feather_blend(face, side.reshaped, side.keep, 1.0)
         stage("colour")
 
         if shape != full_shape:
@@ -295,14 +310,13 @@ def _working_scale(
     shape: tuple[int, int], points: FloatArray, source_size: float
 ) -> tuple[tuple[int, int], FloatArray]:
     """The (width, height) of the target region at the working scale (see MIN_WORK_SIZE)
-    and its landmarks there."""
+    and the factors (x, y, z) that take its landmarks there."""
     h, w = shape
     scale = max(source_size, MIN_WORK_SIZE) / max(face_height(points), 1.0)
     if scale >= 0.9:  # resampling for a 10 % saving would cost more than it saves
-        return (w, h), points
+        return (w, h), np.ones(3, np.float32)
     size = (max(8, round(w * scale)), max(8, round(h * scale)))
-    factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
-    return size, (points * factors).astype(np.float32)
+    return size, np.array([size[0] / w, size[1] / h, scale], np.float32)
 
 
 #: Downscales of the source are made in steps of 1/SCALE_STEPS (rounded down: a little more

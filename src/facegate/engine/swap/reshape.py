@@ -50,14 +50,20 @@ FADE_FULL = 0.45
 
 
 def _inside(points: FloatArray, contour: IndexArray) -> IndexArray:
-    """Indices of the landmarks inside (or on) the polygon through ``points[contour]``."""
-    polygon = points[contour, :2].astype(np.float32).reshape(-1, 1, 2)
-    inside = [
-        i
-        for i in range(len(points))
-        if cv2.pointPolygonTest(polygon, (float(points[i, 0]), float(points[i, 1])), False) >= 0
-    ]
-    return np.array(sorted(set(inside) | {int(i) for i in contour}), np.int32)
+    """Indices of the landmarks inside (or on) the polygon through ``points[contour]``
+    (looked up in a raster of the polygon's box: one fill instead of 478 point tests)."""
+    corner = np.floor(points[contour, :2].min(axis=0)) - 1
+    polygon = np.round(points[contour, :2] - corner).astype(np.int32)
+    raster = np.zeros((int(polygon[:, 1].max()) + 3, int(polygon[:, 0].max()) + 3), np.uint8)
+    cv2.fillPoly(raster, [polygon], (1,))
+    cv2.polylines(raster, [polygon], True, (1,))
+    xy = np.round(points[:, :2] - corner).astype(np.int64)
+    h, w = raster.shape
+    within = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
+    hits = np.zeros(len(points), bool)
+    hits[within] = raster[xy[within, 1], xy[within, 0]] > 0
+    hits[contour] = True
+    return np.flatnonzero(hits).astype(np.int32)
 
 
 def _frontal(points: FloatArray) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
