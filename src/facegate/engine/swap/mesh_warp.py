@@ -34,7 +34,7 @@ from facegate.engine.swap.color import (
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
-from facegate.engine.swap.reshape import reshaped_points, reshaped_target
+from facegate.engine.swap.reshape import pose_trust, reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import triangle_quality
 from facegate.engine.swap.warp import warp_face
 from facegate.engine.types import Face, Frame
@@ -239,7 +239,10 @@ class MeshWarpBackend:
             shading: Shading | FloatArray
             if options.match_lighting:
                 height = face_height(points)
+                # A turned target (a profile) keeps its own mid band, as before issue 16: its
+                # mesh is least sure there, and identity did not carry onto it either way.
                 core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
+                core *= np.float32(pose_trust(points))
                 shading = target_shading(
                     target,
                     max(1.0, self.tuning.low_pass * height),

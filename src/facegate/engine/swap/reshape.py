@@ -11,6 +11,7 @@ put back in the target's pose and added to the target's mesh, except:
 - expression: the mouth and the eyes move and scale as wholes (their position and width are
   the source's, their opening the target's), and the jaw's drop from an open mouth is taken
   out, so a laughing source does not open a closed target mouth;
+- pose: the shift shrinks as either face turns away from the camera (``FULL_POSE``);
 - the outline: the shift fades to nothing at the face oval and at the trimmed forehead, so the
   swapped face meets the target's own jaw, cheeks and hairline where the blend mask ends.
 
@@ -25,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from facegate.engine import mesh
-from facegate.engine.descriptor import face_frame
+from facegate.engine.descriptor import estimate_pose, face_frame
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import FOREHEAD_KEPT
 from facegate.engine.swap.symmetry import triangle_quality
@@ -43,6 +44,11 @@ _RIGID_RIGHT = np.array(
 _RIGID = np.unique(
     np.concatenate([_RIGID_RIGHT, mesh.MIRROR[_RIGID_RIGHT], [1, 2, 4, 5, 6, 9, 168, 195, 197]])
 ).astype(np.int32)
+#: The frontal frame's proportions are trusted up to FULL_POSE degrees of yaw or pitch (of
+#: either face) and not at all from NO_POSE on: a profile's depth is mediapipe's guess, and
+#: its "proportions" moved a frontal target's eyes and nose by 5 % of their spacing.
+FULL_POSE = 20.0
+NO_POSE = 40.0
 #: The shift is full from this distance to the face oval on (in inter-ocular distances of
 #: the target's frontal frame) and fades to nothing at FADE_START.
 FADE_START = 0.12
@@ -95,6 +101,7 @@ def _as_whole(
 def reshaped_points(source: FloatArray, target: FloatArray, strength: float = 1.0) -> FloatArray:
     """The target's landmarks (pixels) moved towards the source's shape (see the module doc);
     ``strength`` 0 returns them unchanged, 1 takes the source's proportions fully."""
+    strength *= min(pose_trust(source), pose_trust(target))
     if strength <= 0.0:
         return target
     s_local, _ = _frontal(source)
@@ -119,6 +126,13 @@ def reshaped_points(source: FloatArray, target: FloatArray, strength: float = 1.
     delta = wanted - t_local
     shift = (delta * _fade(t_local)[:, None] * strength) @ rotation.T
     return np.asarray(target.astype(np.float64) + shift, np.float32)
+
+
+def pose_trust(points: FloatArray) -> float:
+    """1 for a face within FULL_POSE degrees of frontal, falling to 0 at NO_POSE."""
+    yaw, pitch, _ = estimate_pose(points)
+    turned = max(abs(yaw), abs(pitch))
+    return float(np.clip((NO_POSE - turned) / (NO_POSE - FULL_POSE), 0.0, 1.0))
 
 
 def _fade(local: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
