@@ -94,6 +94,7 @@ class MeshWarpSource:
     points: FloatArray  # (478, 3) in crop pixels
     quality: FloatArray  # (852,) how well the source shows each triangle
     grayscale: bool
+    trust: float  # reshape.pose_trust of the source: 0 for a profile (its mid band stays out)
     size: float  # forehead-top → chin distance, pixels
     # Downscaled copies for smaller targets, by quantised scale (see ``_scaled_source``):
     # a video's face keeps its size from frame to frame, so each is made once, not per frame.
@@ -180,6 +181,7 @@ class MeshWarpBackend:
             points=points,
             quality=triangle_quality(points),
             grayscale=is_grayscale(crop),
+            trust=pose_trust(points),
             size=size,
         )
 
@@ -239,10 +241,11 @@ class MeshWarpBackend:
             shading: Shading | FloatArray
             if options.match_lighting:
                 height = face_height(points)
-                # A turned target (a profile) keeps its own mid band, as before issue 16: its
-                # mesh is least sure there, and identity did not carry onto it either way.
+                # A turned face (a profile) on either side: the target keeps its own mid band,
+                # as before issue 16 (the mesh is least sure there: a profile source pasted
+                # its camera onto the targets' mouths; identity did not carry either way).
                 core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
-                core *= np.float32(pose_trust(points))
+                core *= np.float32(min(pose_trust(points), source_state.trust))
                 shading = target_shading(
                     target,
                     max(1.0, self.tuning.low_pass * height),
