@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/engine_bench.py [--repeat 15]
 
 Targets on the 2-core development machine (issue 2): one face ≤ 35 ms, six faces ≤ 120 ms.
+The one-face frame is measured again with the swap as it was before issue 16 (identity).
 The baseline is ENGINE-NOTES' prototype analysis set-up (tiles always at full size, mesh
 crops of 384 px) measured in the same run, plus the prototype's swap time as recorded there
 (10-22 ms per face; its code is not kept, so that part is a constant).
@@ -22,6 +23,8 @@ from benchkit import FACES, like_a_facegate_process
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser
 from facegate.engine.image import ImageLimits, load_image_file
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.swap.backend import SwapBackend, register_swap_backend
+from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend
 from facegate.engine.types import Frame
 
 PROTOTYPE_SWAP_MS = 15.0  # per face, ENGINE-NOTES (10-22 ms)
@@ -39,7 +42,13 @@ def at_1080p(frame: Frame) -> Frame:
     return canvas
 
 
-def bench(name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: int) -> None:
+def before_identity_backend() -> SwapBackend:
+    return MeshWarpBackend(BEFORE_IDENTITY)
+
+
+def bench(
+    name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: int, label: str = ""
+) -> None:
     ctx = pipeline.prepare([source])
     stages: dict[str, list[float]] = {"analyse": []}
     totals: list[float] = []
@@ -67,7 +76,8 @@ def bench(name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: i
     prototype.close()
     baseline = statistics.median(analysis_runs) * 1000 + PROTOTYPE_SWAP_MS * len(faces)
     print(
-        f"\n{name}: {len(faces)} face(s), median {total:.1f} ms per 1080p frame "
+        f"\n{name}{f' ({label})' if label else ''}: {len(faces)} face(s), "
+        f"median {total:.1f} ms per 1080p frame "
         f"(target ≤ {TARGET_MS[name]:.0f} ms; prototype baseline {baseline:.1f} ms, "
         f"ratio {total / baseline:.2f}×)"
     )
@@ -94,6 +104,12 @@ def main() -> None:
     six = at_1080p(load_image_file(FACES / "group_6_faces_insightface_t1.jpg", limits).frame)
     bench("one face", pipeline, source, one, args.repeat)
     bench("six faces", pipeline, source, six, args.repeat)
+    # The swap as it was before issue 16 (mesh_warp.BEFORE_IDENTITY), in the same run.
+    register_swap_backend("mesh_warp_before_identity", before_identity_backend)
+    before = Pipeline(
+        PipelineSpec(processor_options={"face_swapper": {"model": "mesh_warp_before_identity"}})
+    )
+    bench("one face", before, source, one, args.repeat, label="swap before issue 16")
 
 
 if __name__ == "__main__":

@@ -145,10 +145,10 @@ def match_lighting(
         detail = np.ascontiguousarray(detail[..., :3])
         if shading.mid is not None and shading.core is not None:
             chroma_mid = 0.0 if grayscale_source else MID_CHROMA
-            core = cv2.merge([shading.core] * 3)
-            source_mid = cv2.multiply(source_mid, _scalar(1.0, chroma_mid, chroma_mid))
-            mid = cv2.add(shading.mid, cv2.multiply(core, cv2.subtract(source_mid, shading.mid)))
-            base = np.asarray(cv2.add(base, mid), np.float32)
+            source_mid *= np.array([1.0, chroma_mid, chroma_mid], np.float32)
+            source_mid -= shading.mid
+            source_mid *= shading.core[..., None]
+            base = base + shading.mid + source_mid
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)

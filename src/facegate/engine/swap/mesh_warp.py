@@ -36,7 +36,7 @@ from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.reshape import pose_trust, reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import triangle_quality
-from facegate.engine.swap.warp import warp_face
+from facegate.engine.swap.warp import mesh_raster, warp_face
 from facegate.engine.types import Face, Frame
 
 #: Margin around the landmarks' box, as a fraction of its size (room for the feather).
@@ -233,7 +233,9 @@ class MeshWarpBackend:
                 target = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA))
             # Reshaped: the target's own eyes, mouth and shading follow the new mesh. The warp
             # leaves the face oval in place, so outside the mask nothing moves.
-            reshaped = None if points is unmoved else reshaped_target(target, unmoved, points)
+            reshaped = (
+                None if points is unmoved else reshaped_target(target, unmoved, points, raster)
+            )
             if reshaped is not None:
                 target = reshaped
             keep = keep_mask(source_state.points, points, shape, options.keep_expression)
@@ -257,6 +259,7 @@ class MeshWarpBackend:
                 shading = to_lab(target)
             return _TargetSide(keep, mask, shading, reshaped)
 
+        raster = mesh_raster(points, shape)  # shared by both warps onto the mesh
         helper = self._helper_pool()
         pending = helper.submit(target_side) if helper is not None else None
         source_image, source_detail, source_points = _scaled_source(
@@ -268,6 +271,7 @@ class MeshWarpBackend:
             source_state.quality,
             points,
             shape,
+            raster,
         )
         # Not started yet (the helper is busy with other swaps): do it here instead.
         side = target_side() if pending is None or pending.cancel() else pending.result()

@@ -29,8 +29,7 @@ from facegate.engine import mesh
 from facegate.engine.descriptor import estimate_pose, face_frame
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import FOREHEAD_KEPT
-from facegate.engine.swap.symmetry import triangle_quality
-from facegate.engine.swap.warp import warp_face
+from facegate.engine.swap.warp import MeshRaster, warp_face
 from facegate.engine.types import Frame
 
 IndexArray = npt.NDArray[np.int32]
@@ -151,11 +150,14 @@ def _fade(local: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.asarray(smooth, np.float64)
 
 
-def reshaped_target(image: Frame, points: FloatArray, moved: FloatArray) -> Frame:
+def reshaped_target(
+    image: Frame, points: FloatArray, moved: FloatArray, raster: MeshRaster | None = None
+) -> Frame:
     """``image`` (a target region, ``points`` its landmarks there) with its face warped onto
-    the ``moved`` landmarks; pixels the mesh does not cover are left as they are."""
+    the ``moved`` landmarks (``raster``: theirs, when already made); pixels the mesh does not
+    cover are left as they are. No pose fill: the target shows itself as it is."""
     shape = (image.shape[0], image.shape[1])
-    warp = warp_face(image, points, triangle_quality(points), moved, shape)
+    warp = warp_face(image, points, None, moved, shape, raster)
     out = image.copy()
-    out[warp.coverage] = warp.image[warp.coverage]
+    np.copyto(out, warp.image, where=warp.coverage[..., None])
     return out

@@ -56,28 +56,52 @@ def _mesh_window(points: FloatArray, shape: tuple[int, int]) -> tuple[int, int, 
     return x0, y0, x1, y1
 
 
-def warp_face(
-    source: npt.NDArray[Any],
-    source_points: FloatArray,
-    source_quality: FloatArray,
-    target_points: FloatArray,
-    shape: tuple[int, int],
-) -> WarpResult:
-    """Map ``source`` (with its landmarks) onto ``target_points`` in a region of ``shape``.
+@dataclass(frozen=True)
+class MeshRaster:
+    """The target mesh rasterised once: its window (x0, y0, x1, y1) in the region, the
+    triangle ids there, and how well it shows each triangle. Several images warped onto one
+    mesh (the source's detail, the target itself when reshaped) share it."""
 
-    ``source`` is any 1- or 3-channel image (the uint8 face, or its float detail layer);
-    ``target_points`` are in the region's coordinates; ``source_quality`` is the per-triangle
-    visibility of the source (``symmetry.triangle_quality``), used for the pose fill.
-    """
+    window: tuple[int, int, int, int]
+    ids: IntArray
+    quality: FloatArray
+
+
+def mesh_raster(target_points: FloatArray, shape: tuple[int, int]) -> MeshRaster:
     front = signed_areas(target_points) > 0
     # Only the mesh's bounding box holds covered pixels (the region around it is margin for
     # the mask's feather): raster, maps and remap run there, at global coordinates, so the
     # result is exactly the whole region's, computed on ~2/3 of its pixels.
     x0, y0, x1, y1 = _mesh_window(target_points, shape)
-    window = (y1 - y0, x1 - x0)
     offset = np.array([x0, y0, 0], np.float32)
-    ids_window = rasterise_ids(target_points - offset, window, include=front)
-    mirrored = choose_mirrored(source_quality, target_quality(target_points, ids_window))
+    ids = rasterise_ids(target_points - offset, (y1 - y0, x1 - x0), include=front)
+    return MeshRaster((x0, y0, x1, y1), ids, target_quality(target_points, ids))
+
+
+def warp_face(
+    source: npt.NDArray[Any],
+    source_points: FloatArray,
+    source_quality: FloatArray | None,
+    target_points: FloatArray,
+    shape: tuple[int, int],
+    raster: MeshRaster | None = None,
+) -> WarpResult:
+    """Map ``source`` (with its landmarks) onto ``target_points`` in a region of ``shape``.
+
+    ``source`` is any 1- to 6-channel image (the uint8 face, or its float detail layer);
+    ``target_points`` are in the region's coordinates; ``source_quality`` is the per-triangle
+    visibility of the source (``symmetry.triangle_quality``), used for the pose fill (None:
+    no pose fill); ``raster`` is ``mesh_raster(target_points, shape)`` when already made.
+    """
+    raster = raster or mesh_raster(target_points, shape)
+    x0, y0, x1, y1 = raster.window
+    window = (y1 - y0, x1 - x0)
+    ids_window = raster.ids
+    mirrored = (
+        np.zeros(len(TRIANGLES), bool)
+        if source_quality is None
+        else choose_mirrored(source_quality, raster.quality)
+    )
     affines = triangle_affines(
         target_points[:, :2][TRIANGLES].astype(np.float32),
         source_vertices(source_points, mirrored),
