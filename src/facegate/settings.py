@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     # together (0: a sixteenth / an eighth of max_in_flight_requests).
     max_in_flight_per_client: int = Field(default=0, ge=0)
     max_in_flight_unauthenticated: int = Field(default=0, ge=0)
+    # Request bodies one tenant may be sending at once (0: a quarter of the in-flight cap).
+    max_in_flight_per_tenant: int = Field(default=0, ge=0)
     shed_retry_after_seconds: int = Field(default=5, ge=1)
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=10.0, gt=0)

@@ -68,6 +68,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
         body_grace_seconds=1.0,
         body_min_bytes_per_second=1000,
         ban_max_failures=1000,  # the ban has its own tests; here every socket must get in
+        max_in_flight_per_tenant=8,
     )
     with serving(create_app(settings, services=[])) as base:
         yield base, keys
@@ -225,3 +226,34 @@ def test_one_address_with_hundreds_of_slow_sockets_leaves_others_served(
     # Every attacking socket was answered with a refusal, none was served.
     allowed = {401, 429} if attacker_key is None else {408, 429}
     assert set(answers) <= allowed, sorted(set(answers))
+
+
+def test_one_tenants_bodies_from_many_addresses_hold_only_its_share(
+    live: tuple[str, dict[str, str]],
+) -> None:
+    """A tenant's key used from nine addresses (a botnet with a leaked key, or a client
+    fleet gone wrong): eight slow bodies are held (then cut off by the minimum rate), the
+    ninth is refused at once, and another tenant still submits."""
+    base, keys = live
+    sockets = []
+    for number in range(9):
+        headers = {
+            "Authorization": f"Bearer {keys['acme']}",
+            "Content-Length": "2000000",
+            "Content-Type": "multipart/form-data; boundary=x",
+            "X-Forwarded-For": f"192.0.2.{number + 1}",
+        }
+        sockets.append(open_request(base, "POST", "/v1/jobs", headers, b"-"))
+        time.sleep(0.02)  # in order: the ninth is the one over the share
+    refused, problem = read_status(sockets.pop())
+    assert refused == 429, problem
+    assert problem["limit"] == "max_in_flight_per_tenant"
+    other = {
+        "Authorization": f"Bearer {keys['globex']}",
+        "Content-Length": "10",
+        "Content-Type": "application/json",
+        "X-Forwarded-For": BYSTANDER,
+    }
+    status, _ = read_status(open_request(base, "POST", "/v1/jobs", other, b"{}" + b" " * 8))
+    assert status == 422  # past the guard: the route itself says the form is missing
+    assert {read_status(sock)[0] for sock in sockets} == {408}

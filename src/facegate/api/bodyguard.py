@@ -41,6 +41,7 @@ from facegate.api.errors import (
     Forbidden,
     PayloadTooLarge,
     ProblemError,
+    RateLimited,
     RequestTimeout,
 )
 from facegate.api.routetable import RouteTable
@@ -158,6 +159,10 @@ class BodyGuardMiddleware:
         self.grace = settings.body_grace_seconds
         self.clock: Callable[[], float] = time.monotonic
         self._routes: dict[int, RouteBody] = {}
+        # Bodies one tenant may be sending at once (its keys may be spread over many
+        # addresses, which the per-client share cannot see).
+        self.per_tenant = settings.max_in_flight_per_tenant or settings.max_in_flight_requests // 4
+        self.by_tenant: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not has_body(scope):
@@ -165,11 +170,35 @@ class BodyGuardMiddleware:
             return
         try:
             limit = await self._admit(scope)
+            tenant = self._hold_slot(scope)
         except ProblemError as error:
             await send_problem(scope, send, error)
             return
         budget = BodyBudget(limit, min_rate=self.min_rate, grace=self.grace, clock=self.clock)
-        await self._run(scope, receive, send, budget)
+        try:
+            await self._run(scope, receive, send, budget)
+        finally:
+            if tenant is not None:
+                self.by_tenant[tenant] -= 1
+                if not self.by_tenant[tenant]:
+                    del self.by_tenant[tenant]
+
+    def _hold_slot(self, scope: Scope) -> str | None:
+        """Count this body against its tenant's share (429 when the share is full)."""
+        principal: Principal | None = scope.get("state", {}).get("principal")
+        if principal is None or not self.per_tenant:
+            return None
+        tenant = principal.tenant_id
+        held = self.by_tenant.get(tenant, 0)
+        if held >= self.per_tenant:
+            raise RateLimited(
+                f"this tenant has {held} request bodies in flight already; retry later",
+                retry_after=self.settings.shed_retry_after_seconds,
+                limit="max_in_flight_per_tenant",
+                limit_value=self.per_tenant,
+            )
+        self.by_tenant[tenant] = held + 1
+        return tenant
 
     def _route(self, scope: Scope) -> RouteBody | None:
         route = RouteTable.of(scope["app"]).find(scope["method"], scope["path"])
