@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from facegate.cli.common import private_files
+from facegate.cli.common import cli_actor, private_files
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.settings import Settings, get_settings
+from facegate.tenancy import audited
 from facegate.tenancy.schemas import KNOWN_PROCESSORS, KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -22,19 +23,20 @@ DEMO_POLICY = PolicySpec(
 
 
 def create_demo_key(settings: Settings) -> str:
-    """Make sure tenant ``demo`` exists and return a fresh API key of it."""
+    """Make sure tenant ``demo`` exists and return a fresh API key of it (both audited with
+    the actor cli:<os user>, like every administrative action of the CLI)."""
     engine = create_engine_from_url(settings.database_url)
+    actor = cli_actor()
     try:
         with session_scope(create_session_factory(engine)) as session:
-            service = TenancyService(session)
-            if service.repository.get_tenant(DEMO_TENANT) is None:
-                service.create_tenant(
-                    TenantSpec(id=DEMO_TENANT, name="Demo tenant", policy=DEMO_POLICY)
-                )
-            else:
-                service.set_status(DEMO_TENANT, "active")
+            tenant = TenancyService(session).repository.get_tenant(DEMO_TENANT)
+            if tenant is None:
+                spec = TenantSpec(id=DEMO_TENANT, name="Demo tenant", policy=DEMO_POLICY)
+                audited.create_tenant(session, actor, spec)
+            elif not tenant.is_active:
+                audited.set_status(session, actor, DEMO_TENANT, "active")
             request = KeyCreate(name="demo", scopes=["jobs:write", "jobs:read", "usage:read"])
-            return service.create_key(DEMO_TENANT, request).token
+            return audited.create_key(session, actor, DEMO_TENANT, request).token
     finally:
         engine.dispose()
 

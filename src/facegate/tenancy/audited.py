@@ -28,6 +28,16 @@ def _policy(tenant: Tenant) -> dict[str, Any]:
     return PolicyOut.model_validate(tenant.policy).model_dump(mode="json")
 
 
+def create_tenant(session: Session, actor: Actor, spec: TenantSpec) -> Tenant:
+    """A new tenant (``tenant.create`` with its policy)."""
+    tenant = TenancyService(session).create_tenant(spec)
+    details = {"policy": spec.policy.model_dump(mode="json")}
+    record_audit(
+        session, actor, audit.TENANT_CREATE, f"tenant:{tenant.id}", details, tenant_id=tenant.id
+    )
+    return tenant
+
+
 def apply_tenant(session: Session, actor: Actor, spec: TenantSpec) -> ApplyOutcome:
     """``tenant apply`` of one document: ``tenant.create`` for a new tenant; for a changed
     one ``tenant.update`` (the changed fields) and/or ``policy.change`` (the new policy),
@@ -35,12 +45,11 @@ def apply_tenant(session: Session, actor: Actor, spec: TenantSpec) -> ApplyOutco
     service = TenancyService(session)
     existing = service.repository.get_tenant(spec.id)
     before = (_tenant_fields(existing), _policy(existing)) if existing is not None else None
+    if before is None:
+        create_tenant(session, actor, spec)
+        return "created"
     tenant, outcome = service.apply_tenant(spec)
     target = f"tenant:{tenant.id}"
-    if before is None:
-        details = {"policy": spec.policy.model_dump(mode="json")}
-        record_audit(session, actor, audit.TENANT_CREATE, target, details, tenant_id=tenant.id)
-        return outcome
     fields, policy = before
     changes = {k: v for k, v in _tenant_fields(tenant).items() if fields[k] != v}
     status = changes.pop("status", None)

@@ -53,16 +53,7 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: problem_openapi("Conflict")}
 def create_tenant(spec: TenantSpec, session: SessionDep, admin: AdminDep) -> TenantOut:
     """Create a tenant. Accepts the specification's document as is (``tenant_id``,
     ``quota``, ``storage_path``; the latter is recorded but never used as a path)."""
-    tenant = TenancyService(session).create_tenant(spec)
-    record_audit(
-        session,
-        admin,
-        audit.TENANT_CREATE,
-        f"tenant:{tenant.id}",
-        {"policy": spec.policy.model_dump(mode="json")},
-        tenant_id=tenant.id,
-    )
-    return TenantOut.model_validate(tenant)
+    return TenantOut.model_validate(audited.create_tenant(session, admin, spec))
 
 
 @admin_router.get("")
