@@ -17,11 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.conftest import make_settings
 from tests.liveserver import serving
 
 from facegate.api.app import create_app
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
-from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -57,13 +57,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
     tmp: Path = tmp_path_factory.mktemp("hostile")
     url = f"sqlite:///{tmp}/facegate.db"
     keys = create_keys(url)
-    settings = Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        database_url=url,
-        storage_url=f"file://{tmp}/storage",
-        data_dir=tmp,
-        models_dir=tmp / "models",
-        workers=0,
+    settings = make_settings(
+        tmp,
+        rate_limit_enabled=True,
         trusted_proxies=["127.0.0.1/32"],  # X-Forwarded-For names the client
         body_grace_seconds=1.0,
         body_min_bytes_per_second=1000,

@@ -22,12 +22,12 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from tests.conftest import make_settings
 from tests.liveserver import serving
 
 from facegate.api.app import create_app
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.provenance.marker import marker_for
-from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -62,15 +62,7 @@ def live_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         service.create_tenant(TenantSpec(id="ops", policy=policy))
         TOKEN["admin"] = service.create_key("ops", KeyCreate(scopes=["admin"])).token
     engine.dispose()
-    settings_ = Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        database_url=url,
-        storage_url=f"file://{tmp}/storage",
-        data_dir=tmp,
-        models_dir=tmp / "models",
-        workers=0,
-        rate_limit_ip_per_minute=1_000_000,
-    )
+    settings_ = make_settings(tmp, rate_limit_enabled=True, rate_limit_ip_per_minute=1_000_000)
     # A complete installation: its provenance identity exists (POST /v1/verify needs it).
     marker_for(settings_.provenance_path, create=True)
     with serving(create_app(settings_, services=[])) as base:

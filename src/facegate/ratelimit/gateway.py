@@ -47,6 +47,12 @@ BACKEND_ERRORS = Counter(
 log = structlog.get_logger(__name__)
 
 
+def redis_unavailable(detail: str) -> ServiceUnavailable:
+    return ServiceUnavailable(
+        detail, headers={"Retry-After": "5"}, dependency="redis", retry_after=5
+    )
+
+
 @dataclass
 class Gateway:
     """Rate limiter + ban store + the policy for their outages."""
@@ -135,12 +141,7 @@ class Gateway:
             return fallback
         if isinstance(exc, CircuitOpen):
             raise exc
-        raise ServiceUnavailable(
-            "rate limiting is unavailable; retry later",
-            headers={"Retry-After": "5"},
-            dependency="redis",
-            retry_after=5,
-        ) from exc
+        raise redis_unavailable("rate limiting is unavailable; retry later") from exc
 
     def operator_call(self, call: Callable[[], T]) -> T:
         """A ban-store call on an operator's behalf (list, unban): never failed open (an
@@ -150,12 +151,7 @@ class Gateway:
                 return call()
             return self.breaker.call(call, failure=(RedisError, OSError))
         except (RedisError, OSError, CircuitOpen) as exc:
-            raise ServiceUnavailable(
-                "the ban list (Redis) is unavailable; retry later",
-                headers={"Retry-After": "5"},
-                dependency="redis",
-                retry_after=5,
-            ) from exc
+            raise redis_unavailable("the ban list (Redis) is unavailable; retry later") from exc
 
     # -- checks ------------------------------------------------------------------------
 
