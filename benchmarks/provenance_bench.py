@@ -43,7 +43,7 @@ from facegate.engine.watermark import (
     VideoWatermark,
     candidate_views,
     embed_watermark,
-    imwatermark_module,
+    package_module,
     watermark_scores,
 )
 from facegate.provenance.keys import create_keys
@@ -108,7 +108,7 @@ class PackageMethod:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        module = imwatermark_module("dwtDctSvd" if name == "dwtDctSvd" else "maxDct")
+        module = package_module("dwtDctSvd" if name == "dwtDctSvd" else "maxDct")
         self.cls = module.EmbedDwtDctSvd if name == "dwtDctSvd" else module.EmbedMaxDct
 
     def embed(self, frame: Frame, bits: np.ndarray) -> Frame:

@@ -25,9 +25,6 @@ NOT_INSTALLED_ON_PURPOSE = {
     "sounddevice",
     "opencv-python",
     "opencv-contrib-python",
-    # invisible-watermark declares torch for its RivaGAN path; facegate uses its dwtDctSvd
-    # module alone, loaded without the package __init__ that imports torch.
-    "torch",
 }
 
 

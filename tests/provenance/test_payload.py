@@ -71,3 +71,21 @@ def test_the_mark_survives_shared_copies(transform: object) -> None:
     assert callable(transform)
     assert read(transform(marked)) == Payload(0x0A0B, 42)
     assert read(photo) is None
+
+
+def test_the_package_reads_the_vectorised_marks_bit_for_bit() -> None:
+    """The vectorised embed is invisible-watermark's dwtDctSvd rule: the package's own
+    reader, on the canonical copy, reads every block's bit as written."""
+    from facegate.engine import watermark
+
+    photo = cv2.imread(str(FACES / "man_frontal_beard_closeup.jpg"))
+    small = cv2.resize(photo, (watermark.CANONICAL, watermark.CANONICAL))
+    bits = encode_payload(0x1234, 99)
+    marked = watermark.apply_delta(small, watermark.watermark_delta(small, bits))
+    package = watermark.package_module("dwtDctSvd")
+    reader = package.EmbedDwtDctSvd(
+        watermarks=[], wmLen=watermark.BLOCKS, scales=[0, watermark.STRENGTH, 0]
+    )
+    read_bits = np.asarray(reader.decode(marked), dtype=np.uint8)
+    written = bits[watermark._block_bits(LENGTH)]
+    assert np.array_equal(read_bits, written)

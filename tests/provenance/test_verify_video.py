@@ -61,11 +61,8 @@ async def test_mp4_and_webm_results_are_marked_and_verified(
             assert result["manifest"]["signed_by_this_installation"]
             assert result["watermark"]["frames_read"] > 1
             assert result["job"]["job_id"] == job["id"]
-            # Known gap (docs/provenance.md): the VP9 encode of a WebM result at this size
-            # loses the watermark; the sidecar manifest still traces it.
-            traced = ["manifest", "watermark"] if suffix == ".mp4" else ["manifest"]
-            assert result["watermark"]["found"] == (suffix == ".mp4")
-            assert sorted(result["job"]["traced_by"]) == traced
+            assert result["watermark"]["found"], suffix
+            assert sorted(result["job"]["traced_by"]) == ["manifest", "watermark"]
 
             # The public learns it was made here, and nothing of the job.
             public = (await h.client.post("/v1/verify", files=upload)).json()

@@ -1,29 +1,32 @@
-"""An invisible watermark in the pixels: ``invisible-watermark``'s dwtDctSvd, applied on a
-fixed-size canonical copy of the frame so that it survives resizing.
+"""An invisible watermark in the pixels: the dwtDctSvd method of the ``invisible-watermark``
+package, vectorised, applied on a fixed-size canonical copy of the frame so that it survives
+resizing.
 
-dwtDctSvd (Haar DWT of the U channel, 4x4 DCT blocks, the first singular value quantised per
-bit) is robust to JPEG and brightness but tied to the block grid, so rescaling the picture
-loses it. Here the frame is reduced to ``CANONICAL`` x ``CANONICAL``, marked there, and only
-the difference is scaled back up and added to the full frame: any copy, at any size, reduces
-to the same canonical grid. A 10 % crop is found again by :func:`candidate_views`. The cost is
-fixed whatever the frame's size (the canonical embed), plus one resize and one add.
+dwtDctSvd: a Haar DWT of the U channel, 4x4 blocks of its approximation, each block's first
+singular value quantised to carry one bit (``s0 = (s0 // step + 1/4 + bit/2) * step``). It is
+robust to JPEG and brightness but tied to the block grid, so rescaling the picture loses it.
+Here the frame is reduced to ``CANONICAL`` x ``CANONICAL``, marked there, and only the
+difference is scaled back up and added to the full frame: any copy, at any size, reduces to
+the same canonical grid. A 10 % crop is found again by :func:`candidate_views`.
 
-The package's ``imwatermark/__init__`` imports torch (for its RivaGAN method); the dwtDctSvd
-module itself needs only numpy, OpenCV and PyWavelets, so it is loaded alone from the
-installed package and torch is never installed.
+The package runs Python loops over the blocks (an SVD and a DCT each: ~0.2 s a frame here,
+more than the face swap itself); the same rule is applied here to all 1024 blocks at once
+with a batched SVD. The block DCT the package applies first is orthonormal, so it changes
+neither the singular values nor the result; it is skipped. ``tests/provenance`` checks that
+the package's own reader decodes these marks bit for bit.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
 import cv2
 import numpy as np
 import numpy.typing as npt
+import pywt
 
 from facegate.engine.types import Frame
 
@@ -36,33 +39,27 @@ _INTERLEAVE_SEED = 0x46_47_57_4D  # fixed forever: marks already issued depend o
 #: brightness gains and crop paddings tried when reading (the transforms a copy goes through)
 _GAINS = (1 / 1.1, 1 / 0.9)
 _CROP = 0.10
+_U_TO_B, _U_TO_G = 2.032, -0.395  # OpenCV's YUV->BGR coefficients of U
 
 Bits = npt.NDArray[np.uint8]
 Scores = npt.NDArray[np.float64]
 
 
-@cache
-def imwatermark_module(name: str) -> ModuleType:
-    """One module of the invisible-watermark package (``dwtDctSvd``, ``maxDct``), loaded from
-    its file without running the package's ``__init__``."""
+def package_module(name: str) -> ModuleType:
+    """A module of the invisible-watermark package itself (``dwtDctSvd``, ``maxDct``; a
+    development dependency): the reference the equivalence test and
+    ``benchmarks/provenance_bench.py`` compare with. Loaded from its file, because the
+    package's ``__init__`` imports torch (for its RivaGAN method), which is not installed."""
     spec = importlib.util.find_spec("imwatermark")  # finds the package, runs no __init__
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("invisible-watermark is not installed")
+        raise ModuleNotFoundError("invisible-watermark is not installed (requirements/dev.txt)")
     path = Path(next(iter(spec.submodule_search_locations))) / f"{name}.py"
-    module_spec = importlib.util.spec_from_file_location(f"facegate_imwatermark_{name}", path)
+    module_spec = importlib.util.spec_from_file_location(f"imwatermark_{name}", path)
     assert module_spec is not None
     assert module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
-
-
-def _dwt_dct_svd() -> ModuleType:
-    return imwatermark_module("dwtDctSvd")
-
-
-def _scales() -> list[int]:
-    return [STRENGTH if channel == CHANNEL else 0 for channel in range(3)]
 
 
 def _block_bits(length: int) -> npt.NDArray[np.intp]:
@@ -76,10 +73,30 @@ def _block_bits(length: int) -> npt.NDArray[np.intp]:
     return order % length
 
 
-def _embedder(bits: Bits) -> object:
-    cls = _dwt_dct_svd().EmbedDwtDctSvd
-    per_block = [int(bits[i]) for i in _block_bits(len(bits))]
-    return cls(watermarks=per_block, wmLen=BLOCKS, scales=_scales())
+def _blocks(plane: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The 4x4 blocks of a square plane in the package's order (row by row): (n, 4, 4)."""
+    side = plane.shape[0] // 4
+    return plane[: side * 4, : side * 4].reshape(side, 4, side, 4).swapaxes(1, 2).reshape(-1, 4, 4)
+
+
+def _unblocks(blocks: npt.NDArray[np.float64], side: int) -> npt.NDArray[np.float64]:
+    return blocks.reshape(side, side, 4, 4).swapaxes(1, 2).reshape(side * 4, side * 4)
+
+
+def _chroma_change(small: Frame, bits: Bits) -> npt.NDArray[np.float32]:
+    """How the U channel of the canonical copy changes to carry ``bits``."""
+    u = cv2.cvtColor(small, cv2.COLOR_BGR2YUV)[:, :, CHANNEL].astype(np.float64)
+    approximation, details = pywt.dwt2(u, "haar")
+    blocks = _blocks(approximation)
+    left, singular, right = np.linalg.svd(blocks)
+    wanted = np.array([int(bits[i]) for i in _block_bits(len(bits))], dtype=np.float64)
+    first = singular[:, 0]
+    target = (first // STRENGTH + 0.25 + 0.5 * wanted) * STRENGTH
+    # Only the first singular value moves: the block gains (target - s0) * u0 v0^T.
+    shift = (target - first)[:, None, None] * left[:, :, :1] @ right[:, :1, :]
+    marked = _unblocks(blocks + shift, approximation.shape[0] // 4)
+    change: npt.NDArray[np.float32] = (pywt.idwt2((marked, details), "haar") - u).astype(np.float32)
+    return change
 
 
 def markable(frame: Frame) -> bool:
@@ -88,15 +105,20 @@ def markable(frame: Frame) -> bool:
 
 
 def watermark_delta(frame: Frame, bits: Bits) -> npt.NDArray[np.int16]:
-    """What adding the mark changes in ``frame`` (BGR, int16): the canonical copy's change,
-    scaled back to the frame's size. Adding it to a similar frame (the next frames of a
-    video) marks that frame too."""
+    """What adding the mark changes in ``frame`` (BGR, int16): the canonical copy's chroma
+    change, scaled back to the frame's size and turned into B and G changes (OpenCV's
+    YUV->BGR is linear: U moves B by 2.032 and G by -0.395 per unit). Adding it to a similar
+    frame (the next frames of a video) marks that frame too."""
     height, width = frame.shape[:2]
-    small = cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA)
-    marked = _embedder(bits).encode(small.copy())  # type: ignore[attr-defined]
-    change = marked.astype(np.float32) - small.astype(np.float32)
-    full = cv2.resize(change, (width, height), interpolation=cv2.INTER_LINEAR)
-    delta: npt.NDArray[np.int16] = np.rint(full).astype(np.int16)
+    small = np.asarray(
+        cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA), np.uint8
+    )
+    change = cv2.resize(
+        _chroma_change(small, bits), (width, height), interpolation=cv2.INTER_LINEAR
+    )
+    delta = np.zeros((height, width, 3), dtype=np.int16)
+    delta[:, :, 0] = np.rint(change * _U_TO_B)
+    delta[:, :, 1] = np.rint(change * _U_TO_G)
     return delta
 
 
@@ -116,18 +138,14 @@ def embed_watermark(frame: Frame, bits: Bits) -> Frame:
 def watermark_scores(frame: Frame, length: int) -> Scores:
     """Per bit, how strongly the frame's blocks say 1 (0..1; ~0.5: no mark).
 
-    The package's reader, vectorised and made soft: it takes each block's first singular
-    value modulo the step and votes 1 above half a step; here each block gives the
-    probability-like ``(1 - cos 2pi(r - 1/4)) / 2`` of its remainder ``r`` (0 at the bit-0
-    position, 1 at the bit-1 one, 1/2 half-way), so a block near the boundary counts for
-    little. The DCT the package applies first is orthonormal: it leaves singular values as
-    they are, so it is skipped."""
+    The package's reader, made soft: it takes each block's first singular value modulo the
+    step and votes 1 above half a step; here each block gives the probability-like
+    ``(1 - cos 2pi(r - 1/4)) / 2`` of its remainder ``r`` (0 at the bit-0 position, 1 at the
+    bit-1 one, 1/2 half-way), so a block near the boundary counts for little."""
     small = cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA)
     yuv = cv2.cvtColor(small, cv2.COLOR_BGR2YUV)
-    approximation, _ = _dwt_dct_svd().pywt.dwt2(yuv[:, :, CHANNEL].astype(np.float64), "haar")
-    side = approximation.shape[0] // 4
-    blocks = approximation[: side * 4, : side * 4].reshape(side, 4, side, 4).swapaxes(1, 2)
-    first = np.linalg.svd(blocks.reshape(-1, 4, 4), compute_uv=False)[:, 0]
+    approximation, _ = pywt.dwt2(yuv[:, :, CHANNEL].astype(np.float64), "haar")
+    first = np.linalg.svd(_blocks(approximation), compute_uv=False)[:, 0]
     remainder = (first % STRENGTH) / STRENGTH
     per_block = (1 - np.cos(2 * np.pi * (remainder - 0.25))) / 2
     sums = np.bincount(_block_bits(length), weights=per_block, minlength=length)
