@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -74,6 +76,32 @@ def test_missing_file_and_bad_options_are_usage_errors(tmp_path: Path) -> None:
     code, output = run(SOURCE, TARGET, "-o", tmp_path / "out.jpg", "--map", "0-1")
     assert code == 2
     assert "SOURCE:TARGET" in output
+
+
+def test_success_prints_one_line_quiet_none_json_an_object(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "out.jpg"
+    said = runner.invoke(main, ["swap", str(SOURCE), str(TARGET), "-o", str(out)])
+    assert said.exit_code == 0, said.output
+    assert said.stdout == ""
+    assert re.fullmatch(
+        rf"wrote {re.escape(str(out))}: 1 of 1 faces swapped in \d+\.\d s\n", said.stderr
+    )
+    quiet = runner.invoke(main, ["swap", str(SOURCE), str(TARGET), "-o", str(out), "-q"])
+    assert quiet.exit_code == 0
+    assert quiet.output == ""
+    as_json = runner.invoke(main, ["swap", str(SOURCE), str(TARGET), "-o", str(out), "--json"])
+    assert as_json.stderr == ""
+    summary = json.loads(as_json.stdout)
+    assert summary["output"] == str(out)
+    assert (summary["target_faces"], summary["processed"]) == (1, 1)
+    assert summary["seconds"] > 0
+
+
+def test_reference_selector_names_the_reference_flag(tmp_path: Path) -> None:
+    code, output = run(SOURCE, TARGET, "-o", tmp_path / "out.jpg", "--selector", "reference")
+    assert code == 2
+    assert "--selector reference needs --reference FILE" in output
 
 
 def test_mapping_out_of_range_is_invalid_options(tmp_path: Path) -> None:

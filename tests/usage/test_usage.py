@@ -8,6 +8,7 @@ import io
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
@@ -75,9 +76,10 @@ def test_export_cloudevents_and_csv(database: Any) -> None:
     record(database, make_job("beta"), 7, DAY1)
     runner = CliRunner()
     args = ["usage", "export", "--database-url", database.url, "--tenant", "acme"]
-    as_json = runner.invoke(main, [*args, "--format", "json"])
+    as_json = runner.invoke(main, [*args, "--format", "json", "-o", "-"])
     assert as_json.exit_code == 0, as_json.output
-    (event,) = json.loads(as_json.output)
+    (event,) = json.loads(as_json.stdout)  # "-o -" is standard output, never a file "-"
+    assert "1 usage records of tenant acme" in as_json.stderr
     assert event["specversion"] == "1.0"
     assert event["id"] == str(job.id)
     assert event["type"] == "com.facegate.job.usage"
@@ -86,8 +88,29 @@ def test_export_cloudevents_and_csv(database: Any) -> None:
     assert event["data"]["output_pixels"] == 1000
     assert event["data"]["model_variant"] == "face_swapper=inswapper_128"
     as_csv = runner.invoke(main, [*args[:-2], "--format", "csv", "--from", "2025-03-01"])
-    rows = list(csv.DictReader(io.StringIO(as_csv.output)))
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert sorted(row["subject"] for row in rows) == ["acme", "beta"]
     assert {row["output_pixels"] for row in rows} == {"1000", "7"}
     empty = runner.invoke(main, [*args, "--format", "ndjson", "--from", "2025-03-02"])
-    assert empty.output == ""
+    assert empty.stdout == ""
+    assert empty.stderr.startswith("no usage records of tenant acme from 2025-03-02 00:00 UTC")
+
+
+def test_export_to_a_file_says_where_and_refuses_a_backwards_range(
+    database: Any, tmp_path: Path
+) -> None:
+    record(database, make_job("acme"), 1000, DAY1)
+    runner = CliRunner()
+    out = tmp_path / "march.json"
+    args = ["usage", "export", "--database-url", database.url, "--format", "json"]
+    written = runner.invoke(main, [*args, "-o", str(out), "--from", "2025-03-01"])
+    assert written.exit_code == 0, written.output
+    assert len(json.loads(out.read_text())) == 1
+    assert written.stderr.strip().endswith(f"-> {out}")
+    assert not (Path.cwd() / "-").exists()
+    empty = runner.invoke(main, [*args, "-o", str(out), "--to", "2025-01-01"])
+    assert json.loads(out.read_text()) == []  # a valid empty document, and said so
+    assert "no usage records of all tenants" in empty.stderr
+    backwards = runner.invoke(main, [*args, "--from", "2025-03-02", "--to", "2025-03-01"])
+    assert backwards.exit_code == 2
+    assert "--to must be after --from" in backwards.output

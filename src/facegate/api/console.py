@@ -44,6 +44,17 @@ def console_page() -> FileResponse:
     return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=PAGE_HEADERS)
 
 
+@router.get("/favicon.ico")
+def favicon() -> FileResponse:
+    """The page names its icon (``/assets/favicon.svg``); this answers clients that ask the
+    conventional path anyway, instead of a 404 in every log."""
+    return FileResponse(
+        WEB_DIR / "assets" / "favicon.svg",
+        media_type="image/svg+xml",
+        headers={"Cache-Control": "max-age=86400"},
+    )
+
+
 def mount_console_assets(app: FastAPI) -> None:
     """Serve ``web/assets`` at ``/assets`` (a Mount, which APIRouter cannot carry)."""
     app.mount("/assets", StaticFiles(directory=WEB_DIR / "assets"), name="console-assets")

@@ -14,6 +14,20 @@ from facegate.tenancy.schemas import KeyCreate
 from facegate.tenancy.service import TenancyService
 
 
+def _split_scopes(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``--scope a --scope b`` and ``--scopes a,b`` alike; an unknown scope names the known."""
+    scopes = tuple(item.strip() for value in values for item in value.split(",") if item.strip())
+    unknown = [scope for scope in scopes if scope not in ALL_SCOPES]
+    if unknown or not scopes:
+        raise click.BadParameter(
+            f"unknown scope {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"choose from {', '.join(ALL_SCOPES)}"
+        )
+    return scopes
+
+
 @click.group()
 def key() -> None:
     """Manage API keys (honours FACEGATE_DATABASE_URL)."""
@@ -23,12 +37,14 @@ def key() -> None:
 @click.argument("tenant_id")
 @click.option(
     "--scope",
+    "--scopes",
     "scopes",
     multiple=True,
-    type=click.Choice(ALL_SCOPES),
+    callback=_split_scopes,
     default=("jobs:write", "jobs:read"),
     show_default=True,
-    help="Repeat for several scopes.",
+    help="Repeat, or give a comma list (--scopes jobs:write,jobs:read); "
+    f"each one of {', '.join(ALL_SCOPES)}.",
 )
 @click.option("--name", default="", help="A label for humans.")
 @click.option("--expires-in-days", type=click.IntRange(min=1), default=None)

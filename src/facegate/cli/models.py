@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -42,18 +43,35 @@ def models() -> None:
 @tenant_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def list_models(models_dir: str | None, tenant: str | None, as_json: bool) -> None:
-    """List installed models (built-in, shared, and the tenant's own)."""
+    """List installed models (built-in, shared, and the tenant's own), and the built-in swap
+    backends that need no weights (mesh_warp)."""
+    from facegate.models.installed import BUILTIN_SWAP_BACKENDS
+
+    rows: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "tag": "-",
+            "kind": "face_swapper",
+            "owner": "builtin",
+            "bytes": 0,
+            "licence": "facegate (geometric, no weights)",
+        }
+        for name in sorted(BUILTIN_SWAP_BACKENDS)
+    ]
     for version in _store(models_dir).list_models(tenant):
         owner = version.tenant or ("builtin" if version.builtin else "shared")
-        if as_json:
-            row = {**version.to_manifest(), "owner": owner, "bytes": version.size_bytes}
+        rows.append({**version.to_manifest(), "owner": owner, "bytes": version.size_bytes})
+    if as_json:
+        for row in rows:
             click.echo(json.dumps(row))
-        else:
-            size = version.size_bytes / 1e6
-            click.echo(
-                f"{version.name:<38} {version.tag:<10} {version.kind:<20} {owner:<10} "
-                f"{size:8.1f} MB  {version.licence}"
-            )
+        return
+    line = "{:<38} {:<10} {:<20} {:<10} {:>11}  {}"
+    click.echo(line.format("NAME", "TAG", "KIND", "OWNER", "SIZE", "LICENCE"))
+    for row in rows:
+        size = f"{row['bytes'] / 1e6:8.1f} MB"
+        click.echo(
+            line.format(row["name"], row["tag"], row["kind"], row["owner"], size, row["licence"])
+        )
 
 
 @models.command()

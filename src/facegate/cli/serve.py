@@ -6,59 +6,9 @@ from pathlib import Path
 
 import click
 
-from facegate.cli.common import cli_actor, private_files
-from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
-from facegate.settings import Settings, get_settings
-from facegate.tenancy import audited
-from facegate.tenancy.schemas import KNOWN_PROCESSORS, KeyCreate, PolicySpec, TenantSpec
-from facegate.tenancy.service import TenancyService
-
-DEMO_TENANT = "demo"
-# The demo plan: everything the engine offers, modest quotas.
-DEMO_POLICY = PolicySpec(
-    max_concurrent_jobs=2,
-    allowed_processors=list(KNOWN_PROCESSORS),
-    max_output_resolution="4k",
-)
-
-
-def create_demo_key(settings: Settings) -> str:
-    """Make sure tenant ``demo`` exists and return a fresh API key of it (both audited with
-    the actor cli:<os user>, like every administrative action of the CLI)."""
-    engine = create_engine_from_url(settings.database_url)
-    actor = cli_actor()
-    try:
-        with session_scope(create_session_factory(engine)) as session:
-            tenant = TenancyService(session).repository.get_tenant(DEMO_TENANT)
-            if tenant is None:
-                spec = TenantSpec(id=DEMO_TENANT, name="Demo tenant", policy=DEMO_POLICY)
-                audited.create_tenant(session, actor, spec)
-            elif not tenant.is_active:
-                audited.set_status(session, actor, DEMO_TENANT, "active")
-            request = KeyCreate(name="demo", scopes=["jobs:write", "jobs:read", "usage:read"])
-            return audited.create_key(session, actor, DEMO_TENANT, request).token
-    finally:
-        engine.dispose()
-
-
-def demo_banner(settings: Settings, token: str) -> str:
-    scheme = "https" if settings.tls_enabled else "http"
-    host = "127.0.0.1" if settings.host in {"0.0.0.0", "::"} else settings.host
-    base = f"{scheme}://{host}:{settings.port}"
-    return "\n".join(
-        [
-            "",
-            f"  demo tenant : {DEMO_TENANT}",
-            f"  API key     : {token}   (shown once)",
-            f"  API docs    : {base}/docs",
-            "  try it:",
-            f"    export FACEGATE_KEY={token}",
-            f'    curl -H "Authorization: Bearer $FACEGATE_KEY" {base}/v1/jobs',
-            f'    curl -H "Authorization: Bearer $FACEGATE_KEY" -F source=@face.jpg '
-            f"-F target=@photo.jpg {base}/v1/jobs",
-            "",
-        ]
-    )
+from facegate.cli.common import private_files
+from facegate.database import migrate
+from facegate.settings import get_settings
 
 
 @click.command()
@@ -66,7 +16,8 @@ def demo_banner(settings: Settings, token: str) -> str:
     "--demo",
     is_flag=True,
     default=None,
-    help="Create tenant 'demo' and print an API key and a curl line.",
+    help="Create tenant 'demo' and print its API key and a platform admin key (kept in "
+    "var/demo-key and var/demo-admin-key, re-used by the next start).",
 )
 @click.option(
     "--workers",
@@ -112,7 +63,9 @@ def serve(
         raise click.UsageError("FACEGATE_TLS_CERT and FACEGATE_TLS_KEY go together")
     migrate(settings.database_url)
     if settings.demo:
-        click.echo(demo_banner(settings, create_demo_key(settings)))
+        from facegate.cli.demo import demo_banner, ensure_demo
+
+        click.echo(demo_banner(settings, ensure_demo(settings)))
 
     import uvicorn
 

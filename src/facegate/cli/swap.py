@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +73,8 @@ def build_spec_document(
     type=click.Choice(["one", "many", "reference"]),
     default="many",
     show_default=True,
-    help="Which target faces to process.",
+    help="Which target faces to process: the largest one, all of them, or the person "
+    "shown in --reference FILE.",
 )
 @click.option(
     "--order",
@@ -101,6 +104,13 @@ def build_spec_document(
     help="Blend mode at the face border.",
 )
 @click.option("--output-quality", type=click.IntRange(1, 100), default=90, show_default=True)
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="On success print one JSON object on stdout (output, faces, seconds).",
+)
 def swap(
     paths: tuple[Path, ...],
     output: Path,
@@ -112,6 +122,8 @@ def swap(
     blend: float,
     mask: str,
     output_quality: int,
+    quiet: bool,
+    as_json: bool,
 ) -> None:
     """Swap faces: SOURCE [SOURCE...] TARGET -o OUT.
 
@@ -120,6 +132,11 @@ def swap(
     """
     if len(paths) < 2:
         raise click.UsageError("give at least one SOURCE and a TARGET")
+    if selector == "reference" and reference is None:
+        raise click.UsageError(
+            "--selector reference needs --reference FILE "
+            "(a photo of the person in TARGET whose face is replaced)"
+        )
     from facegate.cli.swap_video import is_video_target, run_video_swap
 
     video = is_video_target(paths[-1])
@@ -137,19 +154,45 @@ def swap(
         output_format=fmt,
         quality=output_quality,
     )
+    started = time.perf_counter()
     try:
-        (run_video_swap if video else run_swap)(paths, output, reference, document)
+        summary = (run_video_swap if video else run_swap)(
+            paths, output, reference, document, show_progress=not (quiet or as_json)
+        )
     except EngineError as exc:
         click.echo(f"error: {exc.code}: {exc.detail}", err=True)
         sys.exit(2)
     except OSError as exc:
         click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
         sys.exit(2)
+    summary["seconds"] = round(time.perf_counter() - started, 2)
+    if as_json:
+        click.echo(json.dumps({"output": str(output), **summary}))
+    elif not quiet:
+        click.echo(describe(output, summary), err=True)
+
+
+def describe(output: Path, summary: dict[str, Any]) -> str:
+    """The one line of a successful swap: where the result went, what was done, how long."""
+    if "frames" in summary:
+        done = (
+            f"{summary['frames']} frames {summary['width']}x{summary['height']} "
+            f"at {summary['fps']:.1f} fps"
+        )
+    else:
+        done = f"{summary['processed']} of {summary['target_faces']} faces swapped"
+    return f"wrote {output}: {done} in {summary['seconds']:.1f} s"
 
 
 def run_swap(
-    paths: tuple[Path, ...], output: Path, reference: Path | None, document: dict[str, Any]
-) -> None:
+    paths: tuple[Path, ...],
+    output: Path,
+    reference: Path | None,
+    document: dict[str, Any],
+    *,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Swap into the image ``output``; returns the faces found and processed."""
     # Heavy imports here so `facegate --help` stays fast.
     from pydantic import ValidationError
 
@@ -167,10 +210,12 @@ def run_swap(
     sources = [load_image_file(path, limits).frame for path in source_paths]
     target = load_image_file(target_path, limits)
     ref = load_image_file(reference, limits).frame if reference else None
-    result = Pipeline(spec).run_image(sources, target.frame, reference=ref)
+    counts: dict[str, int] = {}
+    result = Pipeline(spec).run_image(sources, target.frame, reference=ref, counts=counts)
     fmt = spec.output.format or "jpeg"
     data = encode_image(result, fmt, spec.output.quality, alpha=target.alpha)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.part")
     tmp.write_bytes(data)
     tmp.replace(output)
+    return dict(counts)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -20,8 +22,11 @@ def run_video_swap(
     output: Path,
     reference: Path | None,
     document: dict[str, Any],
-) -> None:
-    """Run the pipeline over the video ``paths[-1]`` into ``output`` (.mp4 .mov .mkv .webm)."""
+    *,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run the pipeline over the video ``paths[-1]`` into ``output`` (.mp4 .mov .mkv .webm);
+    a progress bar on stderr unless ``show_progress`` is false. Returns frames, size, fps."""
     from pydantic import ValidationError
 
     from facegate.engine.errors import InvalidOptions
@@ -41,7 +46,8 @@ def run_video_swap(
     sources = [load_image_file(path, limits).frame for path in source_paths]
     ref = load_image_file(reference, limits).frame if reference else None
     output.parent.mkdir(parents=True, exist_ok=True)
-    with click.progressbar(length=1, label="swapping", show_pos=True, file=None) as bar:
+    sink: TextIO = sys.stderr if show_progress else io.StringIO()
+    with click.progressbar(length=1, label="swapping", show_pos=True, file=sink) as bar:
 
         def report(progress: VideoProgress) -> None:
             bar.length = progress.frames_total
@@ -51,8 +57,9 @@ def run_video_swap(
         result = Pipeline(spec).run_video(
             sources, target_path, output, reference=ref, on_progress=report
         )
-    click.echo(
-        f"{result.frames} frames, {result.width}x{result.height}, "
-        f"{result.frames / max(result.seconds, 1e-6):.1f} fps -> {output}",
-        err=True,
-    )
+    return {
+        "frames": result.frames,
+        "width": result.width,
+        "height": result.height,
+        "fps": round(result.frames / max(result.seconds, 1e-6), 1),
+    }

@@ -3,7 +3,7 @@ FACEGATE_DATABASE_URL), for a billing system (OpenMeter, Lago) or a spreadsheet.
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 import click
@@ -11,6 +11,7 @@ import click
 from facegate.cli.common import database_option, load_settings, transaction
 from facegate.observability.timeparams import window
 from facegate.usage.export import export_lines
+from facegate.usage.models import UsageRecord
 from facegate.usage.repository import UsageRepository
 
 
@@ -31,25 +32,57 @@ def usage() -> None:
     show_default=True,
     help="CloudEvents as a JSON array or one per line, or CSV.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="File.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default="-",
+    show_default=True,
+    help="File to write; - is standard output.",
+)
 @database_option
 def export(
     start: datetime | None,
     end: datetime | None,
     tenant_id: str | None,
     fmt: str,
-    output: str | None,
+    output: str,
     database_url: str | None,
 ) -> None:
-    """Write the usage records finished in [--from, --to)."""
+    """Write the usage records finished in [--from, --to); the count goes to stderr."""
+    if start is not None and end is not None and end <= start:
+        raise click.BadParameter("--to must be after --from", param_hint="--to")
     start, end = window(start, end)
     source = load_settings(database_url).usage_event_source
-    stream = open(output, "w", encoding="utf-8") if output else sys.stdout
-    try:
+    counted = _Counter()
+    with click.open_file(output, "w", encoding="utf-8", atomic=output != "-") as stream:
         with transaction(database_url) as session:
             records = UsageRepository(session).iter_records(tenant_id, start, end)
-            for chunk in export_lines(records, fmt, source):  # type: ignore[arg-type]
+            for chunk in export_lines(counted(records), fmt, source):  # type: ignore[arg-type]
                 stream.write(chunk)
-    finally:
-        if output:
-            stream.close()
+    where = "standard output" if output == "-" else output
+    scope = f"tenant {tenant_id}" if tenant_id else "all tenants"
+    span = f"from {_when(start, 'the first')} to {_when(end, 'now')}"
+    if counted.n:
+        click.echo(f"{counted.n} usage records of {scope} {span} -> {where}", err=True)
+    else:
+        click.echo(
+            f"no usage records of {scope} {span}: wrote an empty {fmt} document to {where}",
+            err=True,
+        )
+
+
+def _when(moment: datetime | None, otherwise: str) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC" if moment else otherwise
+
+
+class _Counter:
+    """Counts the records as the export streams them (never holds them in memory)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, records: Iterable[UsageRecord]) -> Iterator[UsageRecord]:
+        for record in records:
+            self.n += 1
+            yield record

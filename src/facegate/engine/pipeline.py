@@ -193,9 +193,11 @@ class Pipeline:
         on_progress: ProgressCallback | None = None,
         model_request: ModelRequest | None = None,
         models_used: dict[str, str] | None = None,
+        counts: dict[str, int] | None = None,
     ) -> Frame:
         """Process one target image; ``NoFaceDetected`` when a face processor finds no face.
-        ``models_used``, when given, receives the model name -> tag the run used."""
+        ``models_used``, when given, receives the model name -> tag the run used; ``counts``
+        the faces found in the target (``target_faces``) and those processed (``processed``)."""
         report = on_progress or (lambda fraction, stage: None)
         report(0.0, "analyse")
         ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
@@ -208,6 +210,8 @@ class Pipeline:
             raise NoFaceDetected("the target image has no face")
         report(0.5, "process")
         result = self.process_frame(target, ctx, faces=target_faces)
+        if counts is not None:
+            counts.update(target_faces=len(target_faces), processed=len(ctx.selected))
         report(1.0, "done")
         return result
 

@@ -20,7 +20,7 @@ from facegate.ratelimit.gateway import Gateway
 from facegate.ratelimit.limiter import Decision
 
 # Probes and scrapes come from the cluster itself, often all from one address.
-EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/metrics"})
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _CREDENTIAL_HEADERS = (b"authorization", b"x-api-key")
 
 

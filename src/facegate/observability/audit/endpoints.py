@@ -9,9 +9,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from facegate.api.deps import SessionDep, scoped
+from facegate.api.deps import AdminDep, SessionDep, scoped
 from facegate.api.errors import PROBLEM_RESPONSES
 from facegate.observability.audit import record_admin_read
+from facegate.observability.audit.chain import verify_chain
 from facegate.observability.audit.repository import AuditRepository, event_fields
 from facegate.observability.timeparams import tenant_for, window
 from facegate.tenancy.principal import Principal
@@ -48,3 +49,34 @@ def list_audit(
     )
     next_after = events[-1].seq if len(events) == limit else None
     return AuditPage(events=[event_fields(event) for event in events], next_after=next_after)
+
+
+class ChainProblem(BaseModel):
+    seq: int
+    kind: str
+    detail: str
+
+
+class ChainVerification(BaseModel):
+    """``facegate audit verify`` over HTTP: ``ok`` when every row links and hashes."""
+
+    ok: bool
+    rows: int
+    head_seq: int
+    head_hash: str
+    problems: list[ChainProblem]
+
+
+@router.get("/verify")
+def verify_audit(session: SessionDep, _admin: AdminDep) -> ChainVerification:
+    """Walk the whole hash chain (platform admins; the console's audit page shows it)."""
+    repository = AuditRepository(session)
+    head = repository.head()
+    result = verify_chain(repository.scan(), head)
+    return ChainVerification(
+        ok=result.ok,
+        rows=result.rows,
+        head_seq=result.head_seq,
+        head_hash=result.head_hash,
+        problems=[ChainProblem(seq=p.seq, kind=p.kind, detail=p.detail) for p in result.problems],
+    )
