@@ -1,9 +1,11 @@
 """An app served by a real uvicorn on a free local port, in a thread: for tests that need
-real sockets (slow clients, partial bodies, schemathesis over HTTP)."""
+real sockets (slow clients, partial bodies, schemathesis over HTTP); and the port and stop
+helpers of tests that run ``facegate serve`` as a subprocess."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +19,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def stop_process(process: subprocess.Popen[bytes], grace: float = 20) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds: a server subprocess of a test."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.docs.docblocks import ROOT, Block, all_blocks, blocks_of, dangling_markers, documents
+from tests.liveserver import free_port, stop_process
 from tests.testdata import FACES
 
 DOCUMENTED_URL = "http://127.0.0.1:8000"
@@ -87,13 +87,6 @@ class Scratch:
     env: dict[str, str]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _clean_env(repo: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FACEGATE_")}
     for spec_name in ("TENANT_ID", "MODEL_PATH", "OUTPUT_DIR", "MODEL_TAG"):
@@ -114,7 +107,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scratch]:
     for linked in (".venv", "examples"):
         (repo / linked).symlink_to(ROOT / linked, target_is_directory=True)
     shutil.copytree(ROOT / "deploy", repo / "deploy")
-    port = _free_port()
+    port = free_port()
     env = _clean_env(repo)
     log = base / "serve.log"
     with log.open("wb") as sink:
@@ -130,12 +123,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scratch]:
         _wait_healthy(server, url, log)
         yield Scratch(repo, url, env)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
 
 
 def _wait_healthy(server: subprocess.Popen[bytes], url: str, log: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.liveserver import free_port, stop_process
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.tenancy.schemas import KeyCreate, TenantSpec
@@ -46,13 +46,6 @@ class Server:
 
     def get(self, path: str, key: str) -> httpx.Response:
         return httpx.get(self.url + path, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _create_admin_key(database_url: str) -> str:
@@ -88,7 +81,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("console")
     database_url = f"sqlite:///{data}/facegate.db"
     admin_key = _create_admin_key(database_url)
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "FACEGATE_DATABASE_URL": database_url,
@@ -106,12 +99,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         yield Server(url=url, demo_key=_wait_ready(process, log, url), admin_key=admin_key)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @pytest.fixture(scope="module")

@@ -82,11 +82,8 @@ def _kept_or_new(
     if kept and _still_works(factory, kept, scopes):
         return kept, False
     with session_scope(factory) as session:
-        token = (
-            TenancyService(session)
-            .create_key(DEMO_TENANT, KeyCreate(name=name, scopes=list(scopes)))
-            .token
-        )
+        request = KeyCreate(name=name, scopes=list(scopes))
+        token = audited.create_key(session, cli_actor(), DEMO_TENANT, request).token
     _write_private(path, token)
     return token, True
 
