@@ -104,26 +104,26 @@ def markable(frame: Frame) -> bool:
     return min(height, width) >= MIN_SIDE
 
 
-def watermark_delta(frame: Frame, bits: Bits) -> npt.NDArray[np.int16]:
-    """What adding the mark changes in ``frame`` (BGR, int16): the canonical copy's chroma
-    change, scaled back to the frame's size and turned into B and G changes (OpenCV's
-    YUV->BGR is linear: U moves B by 2.032 and G by -0.395 per unit). Adding it to a similar
+Delta = npt.NDArray[np.float32]
+
+
+def watermark_delta(frame: Frame, bits: Bits) -> Delta:
+    """What adding the mark changes in ``frame`` (BGR, float32): the canonical copy's chroma
+    change as B and G changes (OpenCV's YUV->BGR is linear: U moves B by 2.032 and G by
+    -0.395 per unit), scaled back to the frame's size in one resize. Adding it to a similar
     frame (the next frames of a video) marks that frame too."""
     height, width = frame.shape[:2]
     small = np.asarray(
         cv2.resize(frame, (CANONICAL, CANONICAL), interpolation=cv2.INTER_AREA), np.uint8
     )
-    change = cv2.resize(
-        _chroma_change(small, bits), (width, height), interpolation=cv2.INTER_LINEAR
-    )
-    delta = np.zeros((height, width, 3), dtype=np.int16)
-    delta[:, :, 0] = np.rint(change * _U_TO_B)
-    delta[:, :, 1] = np.rint(change * _U_TO_G)
-    return delta
+    change = _chroma_change(small, bits)
+    canonical = cv2.merge([change * _U_TO_B, change * _U_TO_G, np.zeros_like(change)])
+    delta = cv2.resize(canonical, (width, height), interpolation=cv2.INTER_LINEAR)
+    return np.asarray(delta, dtype=np.float32)
 
 
-def apply_delta(frame: Frame, delta: npt.NDArray[np.int16]) -> Frame:
-    """``frame + delta``, saturated to 0..255 (a new frame)."""
+def apply_delta(frame: Frame, delta: Delta) -> Frame:
+    """``frame + delta``, rounded and saturated to 0..255 (a new frame)."""
     out = cv2.add(frame, delta, dtype=cv2.CV_8U)
     return out.astype(np.uint8, copy=False)
 
@@ -185,7 +185,7 @@ class VideoWatermark:
 
     def __init__(self, bits: Bits) -> None:
         self.bits = bits
-        self._delta: npt.NDArray[np.int16] | None = None
+        self._delta: Delta | None = None
         self._since = 0
 
     def __call__(self, frame: Frame, index: int) -> Frame:
