@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import c2pa
+import httpx
 import pytest
 from sqlalchemy import select
 from tests.api.jobhelpers import (
@@ -30,6 +31,7 @@ from facegate.observability.audit.models import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.manifest import DIGITAL_SOURCE_TYPE
 from facegate.provenance.models import ProvenanceMark
+from facegate.tenancy.principal import ALL_SCOPES
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,6 +46,19 @@ def c2pa_state(data: bytes, mime: str, ca_pem: bytes) -> tuple[str | None, dict[
     with c2pa.Reader(mime, io.BytesIO(data), context=context) as reader:
         store = json.loads(reader.json())
         return reader.get_validation_state(), store["manifests"][store["active_manifest"]]
+
+
+async def marked_result(client: Any, headers: dict[str, str], **options: Any) -> tuple[str, bytes]:
+    """(job id, result bytes) of a face_debugger job on a small photo."""
+    options = {"processors": ["face_debugger"], **options}
+    response = await submit(
+        client, headers, target=photo(width=320), data={"options": json.dumps(options)}
+    )
+    assert response.status_code == 202, response.text
+    job = await wait_terminal(client, headers, response.json()["id"])
+    assert job["status"] == "succeeded", job
+    download = await client.get(f"/v1/jobs/{job['id']}/result", headers=headers)
+    return job["id"], download.content
 
 
 async def verify(client: Any, data: bytes, headers: dict[str, str] | None = None) -> Any:
@@ -71,15 +86,7 @@ async def test_every_image_format_is_marked_and_verified_for_its_owner_only(
         ca_pem = load_keys(h.state.settings.provenance_path).ca_pem
         results: dict[str, tuple[str, bytes]] = {}
         for fmt in IMAGE_FORMATS:
-            options = {"processors": ["face_debugger"], "output": {"format": fmt}}
-            response = await submit(
-                h.client, owner, target=photo(width=320), data={"options": json.dumps(options)}
-            )
-            assert response.status_code == 202, response.text
-            job = await wait_terminal(h.client, owner, response.json()["id"])
-            assert job["status"] == "succeeded", job
-            download = await h.client.get(f"/v1/jobs/{job['id']}/result", headers=owner)
-            results[fmt] = (job["id"], download.content)
+            results[fmt] = await marked_result(h.client, owner, output={"format": fmt})
 
         for fmt, (job_id, data) in results.items():
             # c2pa's own reader validates the manifest, signed by this installation's CA.
@@ -122,9 +129,7 @@ async def test_tampered_stripped_and_unmarked_files(make_client: Any) -> None:
     async with make_client(services=[workers_service], workers=1) as h:
         h.create_tenant("studio", **DEBUG_TENANT_POLICY)
         owner = h.headers("studio")
-        response = await submit(h.client, owner, target=photo(width=320))
-        job = await wait_terminal(h.client, owner, response.json()["id"])
-        data = (await h.client.get(f"/v1/jobs/{job['id']}/result", headers=owner)).content
+        _, data = await marked_result(h.client, owner)
 
         # Pixels changed after signing: the manifest no longer matches the file.
         tampered = bytearray(data)
@@ -174,3 +179,45 @@ async def test_bad_uploads_get_the_job_upload_errors_and_nothing_is_stored(
         with session_scope(h.state.session_factory) as session:
             assert session.scalars(select(ProvenanceMark)).first() is None
         assert list(scratch.iterdir()) == []
+
+
+async def test_a_public_report_reaches_the_owner_with_the_job_and_the_admins(
+    make_client: Any,
+) -> None:
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("studio", **DEBUG_TENANT_POLICY)
+        owner = h.headers("studio")
+        rival = h.headers("rival")
+        admin = h.headers("ops", scopes=ALL_SCOPES)
+        job_id, data = await marked_result(h.client, owner)
+
+        report = await h.client.post(
+            "/v1/reports",
+            files=[("file", ("found.jpg", data, "image/jpeg"))],
+            data={"message": "posted on a forum as real", "contact": "reporter@example.org"},
+        )
+        assert report.status_code == 202, report.text
+        assert report.json()["made_by_this_installation"]
+        assert job_id not in report.text  # the reporter learns nothing of the job
+        untraced = await h.client.post(
+            "/v1/reports",
+            files=[("file", ("other.jpg", photo(width=320), "image/jpeg"))],
+            data={"message": "is this one yours?"},
+        )
+        assert untraced.status_code == 202
+        assert not untraced.json()["made_by_this_installation"]
+        empty = await h.client.post(
+            "/v1/reports", files=[("file", ("x.jpg", data, "image/jpeg"))], data={"message": ""}
+        )
+        assert empty.status_code == 422
+
+        def reports(page: httpx.Response) -> list[dict[str, Any]]:
+            return [e for e in page.json()["events"] if e["action"] == "provenance.report"]
+
+        seen = reports(await h.client.get("/v1/audit", headers=owner))
+        assert [e["target"] for e in seen] == [f"job:{job_id}"]
+        assert seen[0]["details"]["message"] == "posted on a forum as real"
+        assert sorted(seen[0]["details"]["traced_by"]) == ["manifest", "watermark"]
+        assert reports(await h.client.get("/v1/audit", headers=rival)) == []
+        everything = reports(await h.client.get("/v1/audit", headers=admin))
+        assert [e["target"] for e in everything] == [f"job:{job_id}", "provenance:untraced"]

@@ -1,6 +1,7 @@
 """HTTP routes of provenance: ``POST /v1/verify`` (public: anyone may ask whether this
-installation made a file; unauthenticated callers are rate-limited per IP by the gateway)
-and ``GET /v1/jobs/{id}/manifest`` (the C2PA sidecar of a WebM result)."""
+installation made a file; unauthenticated callers are rate-limited per IP by the gateway),
+``POST /v1/reports`` (public: report a suspected deepfake to the installation) and
+``GET /v1/jobs/{id}/manifest`` (the C2PA sidecar of a WebM result)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFile
 
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_principal, get_state, scoped
@@ -19,8 +20,8 @@ from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.service import JobService
 from facegate.provenance.keys import InstallationKeys, load_keys
 from facegate.provenance.marker import SIDECAR_NAME
-from facegate.provenance.schemas import VerifyOut
-from facegate.provenance.verify import verify_file
+from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
+from facegate.provenance.verify import report_file, verify_file
 from facegate.ratelimit.middleware import has_credentials
 from facegate.tenancy.principal import Principal
 
@@ -61,6 +62,31 @@ def verify(
     sidecar = read_limited(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
     return verify_file(
         session, keys, data, principal, max_bytes=settings.verify_max_bytes, sidecar=sidecar
+    )
+
+
+@router.post("/reports", status_code=202, responses=UPLOAD_PROBLEM_RESPONSES)
+def report(
+    request: Request,
+    session: SessionDep,
+    principal: Annotated[Principal | None, Depends(optional_principal)],
+    file: Annotated[UploadFile, File(description="The file believed to be a deepfake")],
+    message: Annotated[str, Form(min_length=1, max_length=2000)],
+    contact: Annotated[str | None, Form(max_length=200)] = None,
+) -> ReportOut:
+    """Report a file (public): traced like a verification, recorded on the audit trail for
+    the admins and, when it traces to a job, for the owning tenant with that job. The
+    reporter learns only whether this installation made it; the upload is not stored."""
+    settings = get_state(request).settings
+    keys = installation_keys(settings.provenance_path)
+    data = read_limited(file, settings.verify_max_bytes)
+    return report_file(
+        session,
+        keys,
+        data,
+        ReportIn(message=message, contact=contact),
+        principal,
+        max_bytes=settings.verify_max_bytes,
     )
 
 

@@ -41,3 +41,15 @@ class VerifyOut(BaseModel):
     made_by_this_installation: bool
     made_at: datetime | None = Field(default=None, description="when the job's mark was issued")
     job: JobTrace | None = None
+
+
+class ReportIn(BaseModel):
+    """A third party's report of a file it believes this installation made."""
+
+    message: str = Field(min_length=1, max_length=2000, description="what was found, where")
+    contact: str | None = Field(default=None, max_length=200, description="how to reach you")
+
+
+class ReportOut(BaseModel):
+    report_id: int = Field(description="the report's number on the audit trail")
+    made_by_this_installation: bool

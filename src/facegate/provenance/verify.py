@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -29,10 +30,18 @@ from facegate.provenance.reading import (
     read_video_watermark,
 )
 from facegate.provenance.repository import MarkRepository
-from facegate.provenance.schemas import JobTrace, ManifestOut, VerifyOut, WatermarkOut
+from facegate.provenance.schemas import (
+    JobTrace,
+    ManifestOut,
+    ReportIn,
+    ReportOut,
+    VerifyOut,
+    WatermarkOut,
+)
 from facegate.tenancy.principal import Principal
 
 PROVENANCE_VERIFY = "provenance.verify"
+PROVENANCE_REPORT = "provenance.report"
 _IMAGE_MIME = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "tiff": "image/tiff"}
 
 
@@ -71,15 +80,23 @@ def _may_see(principal: Principal | None, mark: ProvenanceMark) -> bool:
     return principal is not None and (principal.is_admin or principal.tenant_id == mark.tenant_id)
 
 
-def verify_file(
+@dataclass
+class Trace:
+    """A file's marks read back and looked up: the public answer, and the job's mark."""
+
+    result: VerifyOut
+    mark: ProvenanceMark | None
+    traced_by: list[Literal["manifest", "watermark"]]
+
+
+def trace_file(
     session: Session,
     keys: InstallationKeys,
     data: bytes,
-    principal: Principal | None,
     *,
     max_bytes: int,
     sidecar: bytes | None = None,
-) -> VerifyOut:
+) -> Trace:
     media, manifest, watermark = inspect_file(keys, data, max_bytes=max_bytes, sidecar=sidecar)
     marks = MarkRepository(session)
     traced: dict[Literal["manifest", "watermark"], ProvenanceMark] = {}
@@ -111,21 +128,75 @@ def verify_file(
         made_by_this_installation=mark is not None,
         made_at=mark.created_at if mark is not None else None,
     )
+    traced_by = [
+        via for via, row in traced.items() if mark is not None and row.serial == mark.serial
+    ]
+    return Trace(result=result, mark=mark, traced_by=traced_by)
+
+
+def _actor(principal: Principal | None) -> Principal | str:
+    return principal if principal is not None else "anonymous"
+
+
+def verify_file(
+    session: Session,
+    keys: InstallationKeys,
+    data: bytes,
+    principal: Principal | None,
+    *,
+    max_bytes: int,
+    sidecar: bytes | None = None,
+) -> VerifyOut:
+    found = trace_file(session, keys, data, max_bytes=max_bytes, sidecar=sidecar)
+    result, mark = found.result, found.mark
     if mark is None:
         return result
     disclosed = _may_see(principal, mark)
     if disclosed:
         result.job = JobTrace(
-            job_id=mark.job_id,
-            tenant_id=mark.tenant_id,
-            traced_by=[via for via, row in traced.items() if row.serial == mark.serial],
+            job_id=mark.job_id, tenant_id=mark.tenant_id, traced_by=found.traced_by
         )
     record_audit(
         session,
-        principal if principal is not None else "anonymous",
+        _actor(principal),
         PROVENANCE_VERIFY,
         f"job:{mark.job_id}",
-        {"disclosed": disclosed, "traced_by": sorted(traced), "manifest": manifest.state},
+        {"disclosed": disclosed, "traced_by": found.traced_by, "manifest": result.manifest.state},
         tenant_id=mark.tenant_id,
     )
     return result
+
+
+def report_file(
+    session: Session,
+    keys: InstallationKeys,
+    data: bytes,
+    report: ReportIn,
+    principal: Principal | None,
+    *,
+    max_bytes: int,
+) -> ReportOut:
+    """A third party's report of a file: traced like a verification, then recorded on the
+    audit trail under the owning tenant (its ``GET /v1/audit`` shows the report with the job,
+    admins see every report). A file this installation did not make is recorded for the
+    admins alone. The reporter learns only whether this installation made it."""
+    found = trace_file(session, keys, data, max_bytes=max_bytes)
+    mark = found.mark
+    details = {
+        "message": report.message,
+        "contact": report.contact,
+        "traced_by": found.traced_by,
+        "manifest": found.result.manifest.state,
+        "watermark": found.result.watermark.found,
+    }
+    event = record_audit(
+        session,
+        _actor(principal),
+        PROVENANCE_REPORT,
+        f"job:{mark.job_id}" if mark is not None else "provenance:untraced",
+        details,
+        tenant_id=mark.tenant_id if mark is not None else None,
+    )
+    return ReportOut(
+        report_id=event.seq, made_by_this_installation=found.result.made_by_this_installation
+    )
