@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
+from facegate.engine.label import draw_label
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.watermark import embed_watermark
@@ -24,6 +25,7 @@ from facegate.models.requests import model_request_for
 from facegate.storage.base import data_size
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
+from facegate.tenancy.schemas import DisclosureLabel
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
@@ -113,6 +115,15 @@ class JobRunner(Protocol):
     ) -> JobOutput: ...
 
 
+def disclose(frame: Frame, policy: Policy) -> Frame:
+    """The tenant's visible disclosure label on a result frame, when its policy has one
+    (off by default); the watermark and the manifest are added whatever the policy."""
+    if not policy.disclosure_label:
+        return frame
+    label = DisclosureLabel.model_validate(policy.disclosure_label)
+    return draw_label(frame, label.text, label.corner)
+
+
 def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
     """The spec's format, else the target's when it is an output format, else PNG (BMP/TIFF
     targets may carry detail a JPEG would lose)."""
@@ -187,7 +198,7 @@ class EngineRunner:
             else None
         )
         on_progress(1.0, "encode")
-        frame = embed_watermark(frame, mark.bits)
+        frame = embed_watermark(disclose(frame, policy), mark.bits)
         data = encode_image(frame, fmt, spec.output.quality, alpha=alpha)
         height, width = frame.shape[:2]
         return JobOutput(

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.types import Frame
 from facegate.engine.video import VideoProgress
 from facegate.engine.watermark import VideoWatermark
 from facegate.jobs.models import Job
 from facegate.jobs.moderation import JobModeration
 from facegate.jobs.policy import check_spec_allowed
-from facegate.jobs.runner import JobOutput, ProgressFn, source_items
+from facegate.jobs.runner import JobOutput, ProgressFn, disclose, source_items
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
@@ -71,6 +72,17 @@ def progress_reporter(
     return report
 
 
+def finish_frames(policy: Policy, mark: JobMark) -> Callable[[Frame, int], Frame]:
+    """Last on every output frame, in order: the disclosure label (when the tenant's policy
+    has one), then the watermark (always)."""
+    watermark = VideoWatermark(mark.bits)
+
+    def finish(frame: Frame, index: int) -> Frame:
+        return watermark(disclose(frame, policy), index)
+
+    return finish
+
+
 def run_video_job(
     store: TenantStore,
     job: Job,
@@ -112,7 +124,7 @@ def run_video_job(
             cancel=cancel,
             on_progress=progress_reporter(on_progress),
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
-            finish_frame=VideoWatermark(mark.bits),
+            finish_frame=finish_frames(policy, mark),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
         moderation.check_output_video(dst)  # before the result is signed (C2PA) and stored

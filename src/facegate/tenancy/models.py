@@ -97,6 +97,9 @@ class Policy(Base):
     moderation: Mapped[bool] = mapped_column(Boolean, default=True)
     # A job using a sensitive processor needs a consent attestation per source (consent/).
     require_consent: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Art. 50(4) disclosure: a visible label ({"text", "corner"}) on every result; None: off.
+    # The machine-readable marks (C2PA + watermark) are not a policy: always on.
+    disclosure_label: Mapped[dict[str, str] | None] = mapped_column(JSON, default=None)
     # Tenant-private models (POST /v1/models) and which tag of each model its jobs use:
     # ``model_tag`` is the specification's MODEL_TAG, ``model_pins`` name -> tag,
     # ``model_splits`` name -> {tag: weight} (A/B, the variant recorded on the job).

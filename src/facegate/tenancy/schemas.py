@@ -18,6 +18,17 @@ KNOWN_PROCESSORS = tuple(PROCESSORS)
 _RESOLUTION_ALIASES = {"2160p": "4k", "4320p": "8k", "uhd": "4k", "fhd": "1080p", "hd": "720p"}
 
 
+class DisclosureLabel(BaseModel):
+    """The visible label a tenant's results carry (text, and the corner it sits in)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(
+        default="AI-generated", min_length=1, max_length=60, pattern=r"^[ -~]+$"
+    )  # printable ASCII: the label is drawn with OpenCV's Hershey font
+    corner: Literal["top-left", "top-right", "bottom-left", "bottom-right"] = "bottom-right"
+
+
 class PolicySpec(BaseModel):
     """A tenant's quota and features. Missing fields take the defaults below, so a document
     describes the whole desired policy (``apply`` semantics).
@@ -48,6 +59,9 @@ class PolicySpec(BaseModel):
     moderation: bool = True  # admin-only (the policy is); off = no content moderation
     # Jobs using a sensitive processor must carry a consent attestation per source image.
     require_consent: bool = False
+    # A visible "AI-generated" label on every result (EU AI Act Art. 50(4)); off by default.
+    # Nothing here turns off the C2PA manifest or the watermark: they are always on.
+    disclosure_label: DisclosureLabel | None = None
     allow_custom_models: bool = False
     model_tag: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", validation_alias="MODEL_TAG"
@@ -159,6 +173,7 @@ class PolicyOut(BaseModel):
     priority: int
     moderation: bool
     require_consent: bool = False
+    disclosure_label: DisclosureLabel | None = None
     allow_custom_models: bool = False
     model_tag: str | None = None
     model_pins: dict[str, str] = Field(default_factory=dict)
