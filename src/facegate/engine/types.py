@@ -21,8 +21,10 @@ class Face:
     image-left mouth corner, image-right mouth corner), so the same alignment templates
     (facefusion-contracts.md) apply. landmarks are mediapipe's 478-point mesh (x, y, z);
     z is relative depth in the same pixel scale as x. pose is (yaw, pitch, roll) in degrees.
-    embedding is an identity descriptor: a learned one (arcface) when such a model is
-    installed, else the geometric descriptor from `engine.faces` (see its docstring).
+    embedding is an identity descriptor: the geometric one from `engine.descriptor` as
+    analysed, replaced by the recogniser's (dlib's ResNet, `engine.identity.attach_identity`,
+    which keeps the geometric one in ``extra``) where the pipeline needs identity (reference
+    selection).
     track_id is set by video tracking and stays with one person across frames.
     """
 
