@@ -78,7 +78,11 @@ def face_frame(landmarks: FloatArray) -> npt.NDArray[np.float64]:
 def estimate_pose(landmarks: FloatArray) -> tuple[float, float, float]:
     """(yaw, pitch, roll) in degrees. yaw > 0: the face turns towards the image right;
     pitch > 0: it looks up; roll > 0: it leans clockwise in the image."""
-    rotation = face_frame(landmarks)
+    return frame_pose(face_frame(landmarks))
+
+
+def frame_pose(rotation: npt.NDArray[np.float64]) -> tuple[float, float, float]:
+    """(yaw, pitch, roll) in degrees of a :func:`face_frame` rotation."""
     forward = -rotation[:, 2]  # towards the camera on a frontal face: (0, 0, -1)
     yaw = np.degrees(np.arctan2(forward[0], -forward[2]))
     pitch = np.degrees(np.arctan2(-forward[1], np.hypot(forward[0], forward[2])))

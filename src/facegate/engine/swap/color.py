@@ -61,12 +61,23 @@ def low_pass(lab: FloatArray, sigma: float, face: FloatArray | None = None) -> F
     one that averages face pixels only: near the jaw and the hairline a plain blur mixes in
     the background and the hair, and the band split there carries that contrast into the
     face (a halo inside the mask edge, and a skin tone pulled towards the background)."""
+    return low_passes(lab, (sigma,), face)[0]
+
+
+def low_passes(
+    lab: FloatArray, sigmas: tuple[float, ...], face: FloatArray | None = None
+) -> list[FloatArray]:
+    """:func:`low_pass` at each of ``sigmas`` (the face weighting made once for all)."""
     if face is None:
-        return np.asarray(gaussian_blur(lab, sigma), dtype=np.float32)
+        return [np.asarray(gaussian_blur(lab, sigma), dtype=np.float32) for sigma in sigmas]
     weight = np.asarray(face * np.float32(1.0 - OUTSIDE_WEIGHT) + OUTSIDE_WEIGHT, np.float32)
-    total = gaussian_blur(weight, sigma)
-    weighted = gaussian_blur(lab * weight[..., None], sigma)
-    return np.asarray(weighted / total[..., None], dtype=np.float32)
+    weighted = lab * weight[..., None]
+    return [
+        np.asarray(
+            gaussian_blur(weighted, sigma) / gaussian_blur(weight, sigma)[..., None], np.float32
+        )
+        for sigma in sigmas
+    ]
 
 
 def detail_layer(
@@ -76,11 +87,10 @@ def detail_layer(
     ``core_sigma`` > ``sigma``, six channels: that high-pass, then the band between the two
     low-passes (the mid frequencies: the shape of eyes, brows, nose and mouth)."""
     lab = to_lab(image)
-    fine = low_pass(lab, sigma, face)
-    high = np.asarray(lab - fine, dtype=np.float32)
     if core_sigma <= sigma:
-        return high
-    return np.concatenate([high, fine - low_pass(lab, core_sigma, face)], axis=2)
+        return np.asarray(lab - low_pass(lab, sigma, face), dtype=np.float32)
+    fine, broad = low_passes(lab, (sigma, core_sigma), face)
+    return np.concatenate([lab - fine, fine - broad], axis=2)
 
 
 def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
@@ -116,10 +126,9 @@ def target_shading(
     core: FloatArray | None = None,
 ) -> Shading:
     lab = to_lab(target)
-    fine = low_pass(lab, sigma, face)
     if core_sigma <= sigma or core is None:
-        return Shading(lab=lab, base=fine)
-    base = low_pass(lab, core_sigma, face)
+        return Shading(lab=lab, base=low_pass(lab, sigma, face))
+    fine, base = low_passes(lab, (sigma, core_sigma), face)
     return Shading(lab=lab, base=base, mid=np.asarray(fine - base, np.float32), core=core)
 
 

@@ -34,7 +34,7 @@ from facegate.engine.swap.color import (
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
-from facegate.engine.swap.reshape import pose_trust, reshaped_points, reshaped_target
+from facegate.engine.swap.reshape import Shape, face_shape, reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import triangle_quality
 from facegate.engine.swap.warp import mesh_raster, warp_face
 from facegate.engine.types import Face, Frame
@@ -94,7 +94,7 @@ class MeshWarpSource:
     points: FloatArray  # (478, 3) in crop pixels
     quality: FloatArray  # (852,) how well the source shows each triangle
     grayscale: bool
-    trust: float  # reshape.pose_trust of the source: 0 for a profile (its mid band stays out)
+    shape: Shape  # its frontal-frame shape and pose trust (reshape; 0 trust: a profile)
     size: float  # forehead-top → chin distance, pixels
     # Downscaled copies for smaller targets, by quantised scale (see ``_scaled_source``):
     # a video's face keeps its size from frame to frame, so each is made once, not per frame.
@@ -181,7 +181,7 @@ class MeshWarpBackend:
             points=points,
             quality=triangle_quality(points),
             grayscale=is_grayscale(crop),
-            trust=pose_trust(points),
+            shape=face_shape(points),
             size=size,
         )
 
@@ -223,8 +223,9 @@ class MeshWarpBackend:
         shape = (size[1], size[0])
         unmoved = (full_points * factors).astype(np.float32)
         points = unmoved  # where the face goes: the target's mesh, or the reshaped one
+        target_shape = face_shape(full_points)
         if self.tuning.reshape > 0.0:
-            moved = reshaped_points(source_state.points, full_points, self.tuning.reshape)
+            moved = reshaped_points(source_state.shape, target_shape, self.tuning.reshape)
             points = (moved * factors).astype(np.float32)
 
         def target_side() -> _TargetSide:
@@ -247,7 +248,7 @@ class MeshWarpBackend:
                 # as before issue 16 (the mesh is least sure there: a profile source pasted
                 # its camera onto the targets' mouths; identity did not carry either way).
                 core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
-                core *= np.float32(min(pose_trust(points), source_state.trust))
+                core *= np.float32(min(target_shape.trust, source_state.shape.trust))
                 shading = target_shading(
                     target,
                     max(1.0, self.tuning.low_pass * height),

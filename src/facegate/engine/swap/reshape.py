@@ -21,12 +21,14 @@ eyes, mouth interior and shading follow the new shape and nothing outside the ma
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import numpy.typing as npt
 
 from facegate.engine import mesh
-from facegate.engine.descriptor import estimate_pose, face_frame
+from facegate.engine.descriptor import face_frame, frame_pose
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import FOREHEAD_KEPT
 from facegate.engine.swap.warp import MeshRaster, warp_face
@@ -71,13 +73,27 @@ def _inside(points: FloatArray, contour: IndexArray) -> IndexArray:
     return np.flatnonzero(hits).astype(np.int32)
 
 
-def _frontal(points: FloatArray) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The landmarks in the face's own frame, centred on the rigid points' centroid, and the
-    rotation (columns: right, down, away) that maps them back."""
+@dataclass(frozen=True)
+class Shape:
+    """A face's landmarks (pixels), the same in its own frontal frame (centred on the rigid
+    points' centroid), the rotation (columns: right, down, away) that maps them back, and
+    how far its proportions can be trusted: 1 within FULL_POSE degrees of frontal (yaw or
+    pitch), 0 from NO_POSE. A source's is made once, in ``prepare_source``."""
+
+    points: FloatArray
+    local: npt.NDArray[np.float64]
+    rotation: npt.NDArray[np.float64]
+    trust: float
+
+
+def face_shape(points: FloatArray) -> Shape:
     rotation = face_frame(points)
     p = points.astype(np.float64)
     local = (p - p[_RIGID].mean(axis=0)) @ rotation
-    return local, rotation
+    yaw, pitch, _ = frame_pose(rotation)
+    turned = max(abs(yaw), abs(pitch))
+    trust = float(np.clip((NO_POSE - turned) / (NO_POSE - FULL_POSE), 0.0, 1.0))
+    return Shape(points, local, rotation, trust)
 
 
 def _as_whole(
@@ -97,25 +113,30 @@ def _as_whole(
     return np.asarray(moved + s_centre, np.float64)
 
 
-def reshaped_points(source: FloatArray, target: FloatArray, strength: float = 1.0) -> FloatArray:
+def reshaped_points(
+    source: FloatArray | Shape, target: FloatArray | Shape, strength: float = 1.0
+) -> FloatArray:
     """The target's landmarks (pixels) moved towards the source's shape (see the module doc);
-    ``strength`` 0 returns them unchanged, 1 takes the source's proportions fully."""
-    strength *= min(pose_trust(source), pose_trust(target))
+    ``strength`` 0 returns them unchanged, 1 takes the source's proportions fully. Either
+    face is its landmarks or their :func:`face_shape`."""
+    source = source if isinstance(source, Shape) else face_shape(source)
+    target = target if isinstance(target, Shape) else face_shape(target)
+    strength *= min(source.trust, target.trust)
     if strength <= 0.0:
-        return target
-    s_local, _ = _frontal(source)
-    t_local, rotation = _frontal(target)
+        return target.points
+    s_local, t_local, rotation = source.local, target.local, target.rotation
+    points = target.points
     scale = np.sqrt((t_local[_RIGID] ** 2).sum() / max((s_local[_RIGID] ** 2).sum(), 1e-9))
     fitted = s_local * scale
     wanted = fitted.copy()
     # Expression: mouth and eyes as wholes, and the jaw's drop taken out below the mouth.
-    mouth = _inside(target, mesh.LIPS_OUTER)
+    mouth = _inside(points, mesh.LIPS_OUTER)
     wanted[mouth] = _as_whole(t_local, fitted, mouth, (mesh.MOUTH_RIGHT, mesh.MOUTH_LEFT))
     for contour, iris, corners in (
         (mesh.RIGHT_EYE, mesh.RIGHT_IRIS, (33, 133)),
         (mesh.LEFT_EYE, mesh.LEFT_IRIS, (263, 362)),
     ):
-        eye = np.union1d(_inside(target, contour), iris).astype(np.int32)
+        eye = np.union1d(_inside(points, contour), iris).astype(np.int32)
         wanted[eye] = _as_whole(t_local, fitted, eye, corners)
     drop = (fitted[14, 1] - fitted[13, 1]) - (t_local[14, 1] - t_local[13, 1])
     mouth_line = (t_local[mesh.MOUTH_RIGHT, 1] + t_local[mesh.MOUTH_LEFT, 1]) / 2
@@ -124,14 +145,7 @@ def reshaped_points(source: FloatArray, target: FloatArray, strength: float = 1.
     wanted[:, 1] -= below * drop
     delta = wanted - t_local
     shift = (delta * _fade(t_local)[:, None] * strength) @ rotation.T
-    return np.asarray(target.astype(np.float64) + shift, np.float32)
-
-
-def pose_trust(points: FloatArray) -> float:
-    """1 for a face within FULL_POSE degrees of frontal, falling to 0 at NO_POSE."""
-    yaw, pitch, _ = estimate_pose(points)
-    turned = max(abs(yaw), abs(pitch))
-    return float(np.clip((NO_POSE - turned) / (NO_POSE - FULL_POSE), 0.0, 1.0))
+    return np.asarray(points.astype(np.float64) + shift, np.float32)
 
 
 def _fade(local: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
