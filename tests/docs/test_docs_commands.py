@@ -13,6 +13,7 @@ error fails the block, its problem+json printed). The documented address
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -85,6 +86,7 @@ class Scratch:
     repo: Path
     url: str
     env: dict[str, str]
+    log: Path  # the server's stdout and stderr
 
 
 def _clean_env(repo: Path) -> dict[str, str]:
@@ -121,7 +123,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scratch]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(server, url, log)
-        yield Scratch(repo, url, env)
+        yield Scratch(repo, url, env, log)
     finally:
         stop_process(server)
 
@@ -191,3 +193,30 @@ def test_redis_blocks_are_gated() -> None:
     gated = [block.where for block in all_blocks() if "redis" in block.needs]
     if gated and redis_url() is None:
         pytest.skip(f"{', '.join(gated)}: {REDIS_HOWTO}")
+
+
+def test_the_server_log_is_one_format_one_line_per_request(scratch: Scratch) -> None:
+    """After the documents' jobs ran on it: no native-library lines (absl, TFLite), no
+    uvicorn console lines, and each request logged once, as JSON."""
+    key = (scratch.repo / "var/demo-key").read_text().strip()
+    auth = {"Authorization": f"Bearer {key}"}
+    with (FACES / "woman_a_selfie_frontal_01.jpg").open("rb") as source:
+        with (FACES / "man_frontal_glasses.jpg").open("rb") as target:
+            files = {"source": source, "target": target}
+            job = httpx.post(f"{scratch.url}/v1/jobs", headers=auth, files=files, timeout=60)
+    assert job.status_code == 202, job.text
+    with httpx.stream(
+        "GET", f"{scratch.url}{job.json()['links']['events']}", headers=auth, timeout=120
+    ) as events:
+        assert "event: end" in "".join(events.iter_text())
+    lines = scratch.log.read_text(errors="replace").splitlines()
+    banner = [line for line in lines if line.startswith("  ")]  # serve --demo's banner
+    assert any(line.startswith("  API key") for line in banner)
+    others = [line for line in lines if line.strip() and not line.startswith("  ")]
+    not_json = [line for line in others if not line.startswith("{")]
+    assert not not_json, "\n".join(not_json[:10])
+    records = [json.loads(line) for line in others]
+    requests = [r for r in records if r["event"] == "http.request"]
+    assert any(r["route"] == "/v1/jobs" and r["method"] == "POST" for r in requests)
+    assert any(r.get("job_id") == job.json()["id"] and r["event"] == "job.done" for r in records)
+    assert any("Uvicorn running on" in r["event"] for r in records)

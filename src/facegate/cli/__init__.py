@@ -13,6 +13,7 @@ import os
 import click
 
 from facegate.allocator import tune_allocator
+from facegate.cli.nativelog import install_noise_filter
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -58,6 +59,8 @@ def main() -> None:
     # Frame-sized buffers reuse heap memory instead of faulting in fresh pages per frame
     # (facegate.allocator): set once, at the process's entry, for every command.
     tune_allocator()
+    # mediapipe's absl/TFLite lines on fd 2, filtered for the whole process (cli.nativelog).
+    install_noise_filter()
     # Translated here, at the process's entry, so every command's options and Settings see
     # them; a contradiction with an explicit FACEGATE_* value stops with a clear message.
     from facegate.deploy.env import SpecEnvError, apply_spec_env

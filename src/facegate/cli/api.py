@@ -25,6 +25,8 @@ def api(host: str | None, port: int | None, processes: int) -> None:
     """Serve the API without job workers: `facegate worker` processes run the jobs."""
     import uvicorn
 
+    from facegate.observability.logging import UVICORN_LOGGING
+
     # No in-process workers whatever FACEGATE_WORKERS says: this process only accepts work.
     private_files()
     settings = get_settings(host=host, port=port, workers=0)
@@ -37,17 +39,18 @@ def api(host: str | None, port: int | None, processes: int) -> None:
         "log_level": settings.log_level.lower(),
         "ssl_certfile": str(settings.tls_cert) if settings.tls_cert else None,
         "ssl_keyfile": str(settings.tls_key) if settings.tls_key else None,
+        **UVICORN_LOGGING,
     }
     if processes == 1:
         from facegate.api.app import create_app
 
-        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+        uvicorn.run(create_app(settings), **common)
         return
     # Several processes re-import the app by name; they read the same FACEGATE_* settings.
     import os
 
     os.environ["FACEGATE_WORKERS"] = "0"
-    uvicorn.run("facegate.cli.api:app_from_environment", factory=True, workers=processes, **common)  # type: ignore[arg-type]
+    uvicorn.run("facegate.cli.api:app_from_environment", factory=True, workers=processes, **common)
 
 
 def app_from_environment() -> object:

@@ -70,6 +70,7 @@ def serve(
     import uvicorn
 
     from facegate.api.app import create_app
+    from facegate.observability.logging import UVICORN_LOGGING
 
     uvicorn.run(
         create_app(settings),
@@ -80,4 +81,5 @@ def serve(
         ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
         # One process: the in-process workers and SQLite writer live here.
         workers=1,
+        **UVICORN_LOGGING,
     )

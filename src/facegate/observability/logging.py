@@ -151,12 +151,32 @@ class _StreamHandler(logging.Handler):
             self.handleError(record)
 
 
+# Loggers whose INFO lines are the service's own news (uvicorn's "running on", startup,
+# shutdown): rendered like every other line instead of in uvicorn's console format.
+INFO_LOGGERS = ("uvicorn.error",)
+# What ``uvicorn.run`` needs so that its lines come through here (one format) and a request
+# is logged once: by the http.request event of the metrics middleware, not by uvicorn too.
+UVICORN_LOGGING: dict[str, Any] = {"log_config": None, "access_log": False}
+
+
+class _LibraryLevel(logging.Filter):
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= max(self.level, logging.WARNING):
+            return True
+        return record.levelno >= self.level and record.name.startswith(INFO_LOGGERS)
+
+
 def _route_stdlib(level: int, renderer: Processor) -> None:
     # Libraries log through ``logging``; their warnings and errors are rendered the same
     # way. Their INFO chatter (alembic's migration steps, httpx requests) is left out: it
     # would land in the output of CLI commands that run a migration.
     handler = _StreamHandler()
-    handler.setLevel(max(level, logging.WARNING))
+    handler.setLevel(level)
+    handler.addFilter(_LibraryLevel(level))
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
