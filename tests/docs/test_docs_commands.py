@@ -27,6 +27,7 @@ import httpx
 import pytest
 from tests.docs.docblocks import ROOT, Block, all_blocks, blocks_of, dangling_markers, documents
 from tests.liveserver import free_port, stop_process
+from tests.ratelimit.ratelimitfactories import REDIS_SKIP, test_redis_url, unique_prefix
 from tests.testdata import FACES
 
 DOCUMENTED_URL = "http://127.0.0.1:8000"
@@ -35,14 +36,6 @@ set -euo pipefail
 export PATH="$PWD/.venv/bin:$PATH"
 curl() { command curl --fail-with-body --show-error "$@"; }
 """
-REDIS_HOWTO = "needs Redis: set FACEGATE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 (or CI=true)"
-
-
-def redis_url() -> str | None:
-    url = os.environ.get("FACEGATE_TEST_REDIS_URL")
-    if url is None and os.environ.get("CI") == "true":
-        url = "redis://127.0.0.1:6379/0"
-    return url
 
 
 def test_every_shell_block_is_run_or_says_why() -> None:
@@ -154,7 +147,7 @@ def _runnable(doc: Path) -> list[Block]:
     for block in blocks_of(doc):
         if not block.is_shell or block.skip is not None:
             continue
-        if "redis" in block.needs and redis_url() is None:
+        if "redis" in block.needs and test_redis_url() is None:
             continue  # reported by the skip of test_redis_blocks_are_gated below
         runnable.append(block)
     return runnable
@@ -170,8 +163,11 @@ def test_documented_commands_work(doc: Path, scratch: Scratch) -> None:
     if not blocks:
         pytest.skip(f"every shell block of {doc.name} states why it is not run here")
     env = dict(scratch.env)
-    if redis_url() is not None:
-        env.update(FACEGATE_REDIS_URL=redis_url() or "", FACEGATE_RATE_LIMIT_KEY_PREFIX="docs")
+    if test_redis_url() is not None:
+        env.update(
+            FACEGATE_REDIS_URL=test_redis_url() or "",
+            FACEGATE_RATE_LIMIT_KEY_PREFIX=unique_prefix(),
+        )
     script = script_for(blocks, scratch.url)
     done = subprocess.run(
         ["bash", "-c", script],
@@ -191,8 +187,8 @@ def test_documented_commands_work(doc: Path, scratch: Scratch) -> None:
 
 def test_redis_blocks_are_gated() -> None:
     gated = [block.where for block in all_blocks() if "redis" in block.needs]
-    if gated and redis_url() is None:
-        pytest.skip(f"{', '.join(gated)}: {REDIS_HOWTO}")
+    if gated and test_redis_url() is None:
+        pytest.skip(f"{', '.join(gated)}: {REDIS_SKIP}")
 
 
 def test_the_server_log_is_one_format_one_line_per_request(scratch: Scratch) -> None:
