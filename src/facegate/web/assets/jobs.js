@@ -8,12 +8,16 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const jobs = new Map(); // id -> JobOut
 const streams = new Map(); // id -> AbortController
 const rates = new Map(); // id -> {t0, p0} for the ETA
-const inputs = new Map(); // id -> target File (this tab's submissions: the "before" image)
+// This tab's submissions: {sources: File[], target: File} (names in the list, the "before"
+// image of the slider); their result opens by itself when the job succeeds.
+const inputs = new Map();
+const openWhenDone = new Set();
 let openResult = null; // {id, url}
 
-/** Keep the target of a job submitted from this tab, for the before/after slider. */
-export function rememberInputs(jobId, targetFile) {
-  inputs.set(jobId, targetFile);
+/** Keep the files of a job submitted from this tab; open its result when it succeeds. */
+export function rememberInputs(jobId, sourceFiles, targetFile) {
+  inputs.set(jobId, { sources: sourceFiles, target: targetFile });
+  openWhenDone.add(jobId);
 }
 
 export async function showJobs() {
@@ -59,6 +63,16 @@ function update(job) {
   const row = document.getElementById(`job-${job.id}`);
   if (row) row.replaceWith(jobRow(job));
   else render();
+  if (job.status === "succeeded" && job.result && openWhenDone.delete(job.id)) showResult(job);
+  else if (TERMINAL.has(job.status) && job.status !== "succeeded") openWhenDone.delete(job.id);
+}
+
+/** "face.jpg → group.jpg" for a job submitted from this tab (the server keeps no names). */
+function inputNames(job) {
+  const files = inputs.get(job.id);
+  if (!files) return null;
+  const sources = files.sources.map((file) => file.name).join(", ");
+  return h("p", { class: "small job-inputs" }, `${sources} → ${files.target.name}`);
 }
 
 /** Seconds left from the progress rate seen since the job started running here. */
@@ -110,6 +124,7 @@ function jobRow(job) {
       h("code", { title: job.id }, job.id.slice(0, 8)),
       h("span", { class: `badge status-${job.status}` }, job.status),
       h("span", { class: "muted small" }, formatTime(job.created_at))),
+    inputNames(job),
     h("div", { class: "job-progress" },
       h("progress", { max: 100, value: percent, "aria-label": `Progress of job ${job.id.slice(0, 8)}` }),
       h("span", { class: "percent" }, `${percent} %`)),
@@ -164,7 +179,7 @@ async function showResult(job) {
 /** A before/after slider when this tab still has the target; the result alone otherwise. */
 function compareView(job, resultUrl) {
   const after = h("img", { src: resultUrl, alt: "Result", class: "result-media" });
-  const target = inputs.get(job.id);
+  const target = inputs.get(job.id)?.target;
   if (!target) return after;
   const before = h("img", { src: URL.createObjectURL(target), alt: "Original target", class: "before" });
   const divider = h("div", { class: "divider", "aria-hidden": "true" });

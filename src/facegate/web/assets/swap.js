@@ -275,7 +275,7 @@ async function submit(event) {
     });
     text.textContent = "Uploaded.";
     announce(`Job ${job.id.slice(0, 8)} queued.`);
-    rememberInputs(job.id, state.target.file);
+    rememberInputs(job.id, state.sources.map((item) => item.file), state.target.file);
     state.sources = [];
     state.target = null;
     clearPicker();
