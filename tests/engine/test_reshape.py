@@ -1,5 +1,6 @@
 """The identity parts of mesh_warp on real meshes: the target's mesh moved towards the
-source's proportions (reshape) and the face-only low-pass of the band split (color)."""
+source's proportions (reshape), the source's eyes in the mesh's eye holes (eyes) and the
+face-only low-pass of the band split (color)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from facegate.engine import mesh
 from facegate.engine.descriptor import canonical_landmarks
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.swap.color import low_pass
+from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
+from facegate.engine.swap.masks import keep_mask, polygon_mask
 from facegate.engine.swap.reshape import reshaped_points, reshaped_target
 from facegate.engine.types import FloatArray
 
@@ -95,3 +98,25 @@ def test_face_only_low_pass_keeps_the_background_out() -> None:
     edge = (58, 97)  # inside the face, 3 px from its border
     assert plain[edge][0] < 55.0  # the plain blur pulls the background in
     assert face_only[edge][0] > 67.0
+
+
+def test_source_eyes_fill_the_mesh_holes_where_openings_agree(
+    meshes: dict[str, FloatArray],
+) -> None:
+    source, target = meshes[SOURCE], meshes[TARGET]
+    shape = (600, 400)
+    assert agreeing_eyes(source, target) == [True, True]
+    # The target's eyeballs are kept unless the source's eyes fill them.
+    kept = keep_mask(source, target, shape)
+    filled = keep_mask(source, target, shape, source_eyes=True)
+    eye = polygon_mask(target, mesh.RIGHT_EYE, shape) > 0.5
+    assert kept[eye].mean() > 0.5  # soft-edged: a narrow eye is mostly edge
+    assert filled[eye].mean() < 0.05
+    # A bright source: the hole inside the target's eye becomes the source's pixels.
+    image = np.zeros((*shape, 3), np.float32)
+    coverage = np.zeros(shape, bool)
+    bright = np.full((700, 700, 3), 50.0, np.float32)
+    fill_eyes(image, coverage, bright, source, target, [True, False])
+    assert coverage[eye].mean() > 0.9
+    assert image[eye].mean() > 45.0
+    assert not coverage[polygon_mask(target, mesh.LEFT_EYE, shape) > 0.5].any()

@@ -103,10 +103,12 @@ def keep_mask(
     target_points: FloatArray,
     shape: tuple[int, int],
     expression: bool = True,
+    source_eyes: bool = False,
 ) -> FloatArray:
     """Soft mask (1 = keep the target) of the eyes and mouth interior (holes of the mesh,
     which the warp cannot fill), grown to the whole lips or lids where ``expression`` is
-    set and the source's mouth or eye opening differs from the target's."""
+    set and the source's mouth or eye opening differs from the target's. With
+    ``source_eyes``, an eye whose opening agrees is not kept (``swap.eyes`` fills it)."""
     s_mouth, s_reye, s_leye = openness(source_points)
     t_mouth, t_reye, t_leye = openness(target_points)
     width = float(np.ptp(target_points[mesh.FACE_OVAL, 0]))
@@ -117,8 +119,11 @@ def keep_mask(
         (mesh.RIGHT_EYE, s_reye, t_reye),
         (mesh.LEFT_EYE, s_leye, t_leye),
     ):
+        differs = abs(s_open - t_open) > EYE_DIFFERENCE
+        if source_eyes and not differs:
+            continue
         region = polygon_mask(target_points, eye, shape)
-        if expression and abs(s_open - t_open) > EYE_DIFFERENCE:
+        if expression and differs:
             grow = max(1, round(0.03 * width))
             kernel = np.ones((2 * grow + 1, 2 * grow + 1), np.uint8)
             region = np.asarray(cv2.dilate(region, kernel), dtype=np.float32)

@@ -31,6 +31,7 @@ from facegate.engine.swap.color import (
     to_lab,
     transfer_colour,
 )
+from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
@@ -57,6 +58,8 @@ class Tuning:
     ``face_only_low_pass``: the low-passes average face pixels only (``color.low_pass``).
     ``reshape``: how far the target's mesh moves towards the source's proportions
     (``reshape.reshaped_points``; 0 = the target's shape).
+    ``source_eyes``: the mesh's eye holes take the source's eyes where both faces are near
+    frontal and the eyes open alike (``swap.eyes``); else the target's eyeballs stay.
 
     On shared/data/faces (issue 16) the previous single split at 0.035 left most results
     recognised as the target; LOW_PASS 0.15 alone won identity but showed the source's
@@ -68,12 +71,15 @@ class Tuning:
     core_blur: float = 0.6
     face_only_low_pass: bool = True
     reshape: float = 1.0
+    source_eyes: bool = True
 
 
 #: The swap as it was before identity was measured (issue 16): the target kept everything
 #: broader than 3.5 % of the face height, so most results were still recognised as the target.
 #: Kept to be measured beside the current tuning in the same run (benchmarks/quality.py).
-BEFORE_IDENTITY = Tuning(core_low_pass=0.0, face_only_low_pass=False, reshape=0.0)
+BEFORE_IDENTITY = Tuning(
+    core_low_pass=0.0, face_only_low_pass=False, reshape=0.0, source_eyes=False
+)
 
 #: A source face more than this many times larger than the target is downscaled first
 #: (remap interpolates linearly and would alias).
@@ -224,6 +230,8 @@ class MeshWarpBackend:
         unmoved = (full_points * factors).astype(np.float32)
         points = unmoved  # where the face goes: the target's mesh, or the reshaped one
         target_shape = face_shape(full_points)
+        # The source's eyes fill the mesh's eye holes where both faces are near frontal.
+        eyes = self.tuning.source_eyes and min(target_shape.trust, source_state.shape.trust) > 0.5
         if self.tuning.reshape > 0.0:
             moved = reshaped_points(source_state.shape, target_shape, self.tuning.reshape)
             points = (moved * factors).astype(np.float32)
@@ -239,7 +247,7 @@ class MeshWarpBackend:
             )
             if reshaped is not None:
                 target = reshaped
-            keep = keep_mask(source_state.points, points, shape, options.keep_expression)
+            keep = keep_mask(source_state.points, points, shape, options.keep_expression, eyes)
             mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
             shading: Shading | FloatArray
             if options.match_lighting:
@@ -274,6 +282,10 @@ class MeshWarpBackend:
             shape,
             raster,
         )
+        if eyes:
+            which = agreeing_eyes(source_points, points)
+            source_pixels = source_detail if options.match_lighting else source_image
+            fill_eyes(warp.image, warp.coverage, source_pixels, source_points, points, which)
         # Not started yet (the helper is busy with other swaps): do it here instead.
         side = target_side() if pending is None or pending.cancel() else pending.result()
         stage("warp")
