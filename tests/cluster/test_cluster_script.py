@@ -107,6 +107,10 @@ def test_the_banner_hint_works_against_the_cluster(tmp_path: Path) -> None:
                 time.sleep(0.5)
         assert me.status_code == 200, me.text
         assert me.json()["tenant_id"] == "acme"
+        # api and workers log one format: JSON lines beside the script's indented banner
+        lines = log.read_text().splitlines()
+        mixed = [line for line in lines if line.strip() and not line.startswith(("{", "  "))]
+        assert mixed == [], "\n".join(mixed)
     finally:
         os.killpg(cluster.pid, signal.SIGINT)
         try:
