@@ -72,6 +72,9 @@ def test_tenant_swaps_two_faces_and_downloads_the_result(server: Any, page: Any)
     page.click('#nav a[data-view="usage"]')
     expect(page.locator("#usage-card")).not_to_be_empty()
     expect(page.locator("#usage-card .error-text")).to_have_count(0)
+    # the plan beside the usage (the demo plan's limits from /v1/capabilities)
+    expect(page.locator("#plan-facts")).to_contain_text("4k")
+    expect(page.locator("#plan-facts")).to_contain_text("Jobs at once")
     screenshot(page, "usage")
 
 

@@ -69,6 +69,35 @@ export async function showUsage(me) {
     summary(usage.totals),
     barChart({ title: "Compute seconds per day", points, format: seconds, unit: " s" }),
   );
+  const plan = await planFacts();
+  if (plan) card.append(plan);
+}
+
+/** The tenant's plan beside its usage (from /v1/capabilities); null when not readable. */
+async function planFacts() {
+  let limits;
+  try {
+    limits = (await api("/v1/capabilities")).limits;
+  } catch {
+    return null;
+  }
+  const facts = [
+    ["Storage", `${formatBytes(limits.storage_used_bytes)} of ${formatBytes(limits.storage_quota_bytes)}`],
+    ["Jobs at once", String(limits.max_concurrent_jobs)],
+    ["Queue", `${limits.max_queued_jobs} jobs`],
+    ["Output up to", limits.max_output_resolution],
+    ["Video up to", `${limits.max_video_seconds} s`],
+    ["Upload up to", formatBytes(limits.max_input_bytes)],
+    ["Kept for", `${limits.retention_days} days`],
+  ];
+  return h("section", { class: "plan", "aria-labelledby": "plan-title" },
+    h("h2", { id: "plan-title" }, "Your plan"),
+    h("meter", {
+      min: 0, max: limits.storage_quota_bytes, value: limits.storage_used_bytes,
+      "aria-label": "Storage used of the quota", class: "storage-meter",
+    }),
+    h("dl", { class: "facts", id: "plan-facts" },
+      facts.map(([name, value]) => h("div", {}, h("dt", {}, name), h("dd", {}, value)))));
 }
 
 /** Every tenant's month, one bar per tenant; false when the server has no usage API. */
