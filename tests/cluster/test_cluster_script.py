@@ -4,6 +4,7 @@ has no FACEGATE_* set, creates a tenant and a key that the cluster's API accepts
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ from tests.dbkit import create_schema, drop_schema
 from tests.docs.docblocks import ROOT
 from tests.liveserver import free_port
 from tests.ratelimit.ratelimitfactories import require_redis, unique_prefix
+from tests.testdata import FACES
 
 SCRIPT = ROOT / "scripts" / "cluster"
 
@@ -107,6 +109,28 @@ def test_the_banner_hint_works_against_the_cluster(tmp_path: Path) -> None:
                 time.sleep(0.5)
         assert me.status_code == 200, me.text
         assert me.json()["tenant_id"] == "acme"
+        # a job through the workers (acme's example plan requires consent): their first
+        # face analysis is when mediapipe would print its native lines
+        auth = {"Authorization": f"Bearer {token}"}
+        consent = {
+            "attested_by": "test",
+            "statement_version": "1",
+            "attested_at": "2026-01-01T00:00:00Z",
+        }
+        with (FACES / "woman_a_selfie_frontal_01.jpg").open("rb") as source:
+            with (FACES / "man_frontal_glasses.jpg").open("rb") as target:
+                job = httpx.post(
+                    f"{api}/v1/jobs",
+                    headers=auth,
+                    files={"source": source, "target": target},
+                    data={"consent": json.dumps(consent)},
+                    timeout=60,
+                )
+        assert job.status_code == 202, job.text
+        with httpx.stream(
+            "GET", f"{api}{job.json()['links']['events']}", headers=auth, timeout=180
+        ) as events:
+            assert '"status": "succeeded"' in "".join(events.iter_text())
         # api and workers log one format: JSON lines beside the script's indented banner
         lines = log.read_text().splitlines()
         mixed = [line for line in lines if line.strip() and not line.startswith(("{", "  "))]

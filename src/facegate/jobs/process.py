@@ -32,6 +32,7 @@ from facegate.jobs.runner import EngineRunner, JobRunner
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.models.requests import use_installation_models
+from facegate.observability.logging import configure_logging
 from facegate.provenance.marker import marker_for
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
@@ -140,6 +141,9 @@ def migrate_when_reachable(url: str, wait_seconds: float = START_WAIT_SECONDS) -
 
 def run_worker(settings: Settings, options: WorkerOptions) -> None:
     """Run one worker process until SIGTERM/SIGINT, then drain and exit."""
+    # The api configures logging in create_app; a worker has no app, so here: the same
+    # format (FACEGATE_LOG_FORMAT, JSON by default) and masking as the api's lines.
+    configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
     migrate_when_reachable(settings.database_url)
     # No pre-ping round trip per checkout: a connection the database dropped fails one
     # statement, SQLAlchemy then invalidates the pool and the loops simply go on.
