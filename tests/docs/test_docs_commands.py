@@ -31,6 +31,10 @@ from tests.ratelimit.ratelimitfactories import REDIS_SKIP, test_redis_url, uniqu
 from tests.testdata import FACES
 
 DOCUMENTED_URL = "http://127.0.0.1:8000"
+CONVENTION = (
+    "Docs convention (tests/docs/docblocks.py): every fence names its language; a shell "
+    "block is run unless the line above it says <!-- docs-test: skip: REASON -->"
+)
 PRELUDE = """\
 set -euo pipefail
 export PATH="$PWD/.venv/bin:$PATH"
@@ -51,7 +55,7 @@ def test_every_shell_block_is_run_or_says_why() -> None:
             problems.append(f"{block.where}: 'docs-test: skip' without a reason")
         elif block.needs - {"redis"}:
             problems.append(f"{block.where}: unknown need {sorted(block.needs)}")
-    assert not problems, "\n".join(problems)
+    assert not problems, "\n".join([*problems, CONVENTION])
 
 
 def test_the_parser_sees_markers_and_fences(tmp_path: Path) -> None:
@@ -180,7 +184,7 @@ def test_documented_commands_work(doc: Path, scratch: Scratch) -> None:
         check=False,
     )
     output = done.stdout
-    assert done.returncode == 0, f"a command of {doc.name} failed:\n{output[-6000:]}"
+    assert done.returncode == 0, f"a command of {doc.name} failed:\n{output[-6000:]}\n{CONVENTION}"
     failed_run = re.search(r"^error: ", output, re.MULTILINE)
     assert failed_run is None, f"{doc.name}: a command printed an error:\n{output[-6000:]}"
 
