@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from facegate.engine.swap.filters import gaussian_blur
+from facegate.engine.swap.filters import gaussian_blur, normalised_blur
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.types import Frame
 
@@ -71,13 +71,7 @@ def low_passes(
     if face is None:
         return [np.asarray(gaussian_blur(lab, sigma), dtype=np.float32) for sigma in sigmas]
     weight = np.asarray(face * np.float32(1.0 - OUTSIDE_WEIGHT) + OUTSIDE_WEIGHT, np.float32)
-    weighted = lab * weight[..., None]
-    return [
-        np.asarray(
-            gaussian_blur(weighted, sigma) / gaussian_blur(weight, sigma)[..., None], np.float32
-        )
-        for sigma in sigmas
-    ]
+    return [normalised_blur(lab, weight, sigma) for sigma in sigmas]
 
 
 def detail_layer(
