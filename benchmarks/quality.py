@@ -50,7 +50,8 @@ TUNED = [
     "woman_astronaut_frontal.jpg",
     "elderly_woman_glasses_frontal.jpg",
 ]
-#: The before/after sheet of docs/ (--docs-sheet): photos whose sources state a licence.
+#: The before/after sheet (--docs-sheet, written under out/, never committed: the photos are
+#: test data only): photos whose sources state a licence.
 DOCS_SOURCES = [
     "woman_a_selfie_frontal_01.jpg",
     "man_frontal_glasses.jpg",
