@@ -5,6 +5,8 @@ repeated ``--scope``), ``tenant apply -f examples/tenants.yaml`` leaving other t
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -87,3 +89,22 @@ def test_models_list_has_a_header_and_the_builtin_swapper(tmp_path: Path) -> Non
     names = [json.loads(line)["name"] for line in as_json.stdout.splitlines()]
     assert "mesh_warp" in names
     assert "open_nsfw" in names
+
+
+def test_serve_and_api_say_when_their_port_is_taken(tmp_path: Path) -> None:
+    env = {
+        "FACEGATE_DATABASE_URL": f"sqlite:///{tmp_path}/f.db",
+        "FACEGATE_DATA_DIR": str(tmp_path),
+    }
+    umask = os.umask(0o022)  # serve and api set their own (owner-only files): put it back
+    os.umask(umask)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        for command in (["serve", "--demo"], ["api"]):
+            try:
+                result = CliRunner().invoke(main, [*command, "--port", port], env=env)
+            finally:
+                os.umask(umask)
+            assert result.exit_code == 1, result.output
+            assert f"cannot listen on 127.0.0.1:{port}" in result.output
+            assert "--port or FACEGATE_PORT" in result.output

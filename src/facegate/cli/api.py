@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from facegate.cli.common import private_files
+from facegate.cli.common import private_files, require_free_port
 from facegate.database import migrate
 from facegate.settings import get_settings
 
@@ -32,6 +32,7 @@ def api(host: str | None, port: int | None, processes: int) -> None:
     settings = get_settings(host=host, port=port, workers=0)
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.UsageError("FACEGATE_TLS_CERT and FACEGATE_TLS_KEY go together")
+    require_free_port(settings.host, settings.port)
     migrate(settings.database_url)
     common = {
         "host": settings.host,

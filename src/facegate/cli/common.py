@@ -75,3 +75,17 @@ def private_files() -> None:
     a shared machine. Called by the server commands (serve, api, worker), not by
     ``facegate swap``, whose output is the user's own file."""
     os.umask(PRIVATE_UMASK)
+
+
+def require_free_port(host: str, port: int) -> None:
+    """Stop with a clear message when the port is taken (``make serve`` and ``make cluster``
+    both want 8000) instead of a bind error among the log lines after start-up."""
+    import socket
+
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (another `facegate serve` "
+            "or `make cluster`?); stop it, or choose another port with --port or FACEGATE_PORT"
+        ) from None
