@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -18,7 +20,13 @@ def test_swap_cli_on_a_video(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["swap", str(SOURCE), str(clip), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert probe_video(out).frames == 15
-    assert "fps" in result.output
+    assert re.search(
+        rf"wrote {re.escape(str(out))}: 15 frames \d+x\d+ at [\d.]+ fps", result.stderr
+    )
+    as_json = CliRunner().invoke(main, ["swap", str(SOURCE), str(clip), "-o", str(out), "--json"])
+    assert as_json.stderr == ""  # no progress bar, no summary line: the JSON alone
+    summary = json.loads(as_json.stdout)
+    assert (summary["output"], summary["frames"]) == (str(out), 15)
 
 
 def test_swap_cli_refuses_unknown_video_suffix(tmp_path: Path) -> None:
