@@ -56,6 +56,7 @@ def test_tenant_swaps_two_faces_and_downloads_the_result(server: Any, page: Any)
 
     # The files' names are on the job, and its result opens by itself when it is done.
     expect(row.locator(".job-inputs")).to_have_text(f"{SOURCE_PHOTO.name} → {TARGET_PHOTO.name}")
+    expect(row.locator("img.job-thumb")).to_have_count(1)
     expect(page.locator("#download-result")).to_be_visible()
     expect(page.locator("#compare-slider")).to_be_visible()  # before/after of an image
     page.fill("#compare-slider", "30")

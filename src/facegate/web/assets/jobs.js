@@ -67,12 +67,18 @@ function update(job) {
   else if (TERMINAL.has(job.status) && job.status !== "succeeded") openWhenDone.delete(job.id);
 }
 
-/** "face.jpg → group.jpg" for a job submitted from this tab (the server keeps no names). */
+/** "face.jpg → group.jpg" and a thumbnail of the target, for a job submitted from this tab
+ * (the server keeps no file names). */
 function inputNames(job) {
   const files = inputs.get(job.id);
   if (!files) return null;
   const sources = files.sources.map((file) => file.name).join(", ");
-  return h("p", { class: "small job-inputs" }, `${sources} → ${files.target.name}`);
+  if (files.target.type.startsWith("image/") && !files.thumbnail) {
+    files.thumbnail = URL.createObjectURL(files.target);
+  }
+  return h("div", { class: "job-inputs-row" },
+    files.thumbnail ? h("img", { src: files.thumbnail, alt: "", class: "job-thumb" }) : null,
+    h("p", { class: "small job-inputs" }, `${sources} → ${files.target.name}`));
 }
 
 /** Seconds left from the progress rate seen since the job started running here. */
