@@ -1,5 +1,5 @@
 # The two commands of the README. Both do the whole set-up first (scripts/setup is idempotent).
-.PHONY: setup serve demo test lint bench cluster
+.PHONY: setup serve demo test lint bench cluster image
 
 setup:
 	@scripts/setup
@@ -26,3 +26,9 @@ lint: setup
 
 bench: setup
 	.venv/bin/python benchmarks/engine_bench.py
+
+# The container image (deploy/docker/Dockerfile) built on this machine: `make image`, or
+# `make image VARIANT=cuda`; TAG=... names it, PYTHON_IMAGE=... uses a registry's base.
+VARIANT ?= cpu
+image:
+	VARIANT=$(VARIANT) scripts/image

@@ -4,6 +4,8 @@ migrated schema matches the models (no autogenerate diff)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -15,9 +17,11 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from facegate.database import (
+    MIGRATION_LOCK_KEY,
     create_engine_from_url,
     create_session_factory,
     current_revision,
+    head_revision,
     migrate,
     session_scope,
 )
@@ -140,3 +144,82 @@ def test_sqlite_read_only_sessions_run_beside_a_writer(tmp_path: Path) -> None:
         with session_scope(factory, read_only=True) as reader:  # no wait for the write lock
             assert reader.execute(text("SELECT count(*) FROM t")).scalar_one() == 0
     engine.dispose()
+
+
+def _facegate(*args: str, url: str, **env: str) -> subprocess.Popen[str]:
+    """A real ``facegate`` process (the venv's console script) on the database ``url``."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "facegate"), *args],
+        env={**os.environ, "FACEGATE_DATABASE_URL": url, "FACEGATE_LOG_FORMAT": "console", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
+    out, _ = process.communicate(timeout=timeout)
+    return process.returncode, out
+
+
+@pytest.mark.postgres
+def test_racing_processes_migrate_once_under_the_lock(postgres_url: str) -> None:
+    # The init containers of several api replicas (`db upgrade`) and processes migrating at
+    # start (`tenant list` opens the database with FACEGATE_SCHEMA_ON_START=migrate), all at
+    # once on an empty schema: every one succeeds, the schema is migrated exactly once.
+    processes = [_facegate("db", "upgrade", url=postgres_url) for _ in range(2)]
+    processes += [_facegate("tenant", "list", url=postgres_url) for _ in range(2)]
+    results = [_finish(process) for process in processes]
+    assert [code for code, _ in results] == [0, 0, 0, 0], results
+    assert current_revision(postgres_url) == head_revision()
+    assert_schema_matches_models(postgres_url)
+
+
+@pytest.mark.postgres
+def test_upgrade_waits_for_the_migration_lock(postgres_url: str) -> None:
+    holder = create_engine_from_url(postgres_url)
+    try:
+        with holder.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            process = _facegate("db", "upgrade", url=postgres_url)
+            with pytest.raises(subprocess.TimeoutExpired):
+                process.wait(timeout=4)  # blocked on the lock, nothing migrated
+            assert current_revision(postgres_url) is None
+            connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            connection.commit()
+        code, out = _finish(process)
+    finally:
+        holder.dispose()
+    assert code == 0, out
+    assert f"database at {head_revision()}" in out
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_check_mode_refuses_an_old_schema_until_upgraded(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = (
+        f"sqlite:///{tmp_path}/facegate.db"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    if backend == "sqlite":
+        migrate(url, "0001_tenancy")  # an old release's schema
+    refused = [
+        _facegate(*command, url=url, FACEGATE_SCHEMA_ON_START="check")
+        for command in (["api"], ["worker", "--no-device"], ["db", "check"])
+    ]
+    for code, out in (_finish(process) for process in refused):
+        assert code == 1, out
+        assert "run `facegate db upgrade`" in out, out
+        assert "Traceback" not in out
+    # Nothing was migrated by the refusing processes.
+    assert current_revision(url) == ("0001_tenancy" if backend == "sqlite" else None)
+    code, out = _finish(_facegate("db", "upgrade", url=url))
+    assert code == 0, out
+    code, out = _finish(_facegate("db", "check", url=url, FACEGATE_SCHEMA_ON_START="check"))
+    assert (code, out.strip()) == (0, f"database at {head_revision()}")
+    code, out = _finish(_facegate("db", "current", url=url))
+    assert out.splitlines() == [f"database: {head_revision()}", f"release head: {head_revision()}"]

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -116,18 +116,70 @@ def alembic_config(url: str) -> Any:
     return config
 
 
+#: The PostgreSQL advisory lock every migration holds (``pg_advisory_xact_lock``): processes
+#: that start together, or a migration Job beside them, run the upgrade one after the other;
+#: the later ones find the schema at head and do nothing. The number is "facegate" in ASCII.
+MIGRATION_LOCK_KEY = 0x66616365676174
+#: How long a migration waits for another one to finish before it gives up.
+MIGRATION_LOCK_TIMEOUT = "5min"
+
+
+class SchemaNotCurrent(RuntimeError):
+    """The database is not at this release's head revision (and this process may not
+    migrate it)."""
+
+
 def migrate(url: str, revision: str = "head") -> None:
-    """Bring the database at ``url`` to ``revision`` (``alembic upgrade head``)."""
+    """Bring the database at ``url`` to ``revision`` (``alembic upgrade head``), holding the
+    migration lock on PostgreSQL (SQLite serialises it with ``BEGIN IMMEDIATE``)."""
     from alembic import command
 
     config = alembic_config(url)
     engine = create_engine_from_url(url)
     try:
         with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                # Both are released when this transaction (which holds the DDL) ends.
+                connection.exec_driver_sql(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'")
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+                )
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
     finally:
         engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest revision this release's migrations know."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    assert head is not None
+    return head
+
+
+def check_schema(url: str) -> str:
+    """The database's revision when it is this release's head; else :class:`SchemaNotCurrent`
+    saying what to run."""
+    current, head = current_revision(url), head_revision()
+    if current != head:
+        raise SchemaNotCurrent(
+            f"the database is at revision {current or 'none (never migrated)'}, this release "
+            f"needs {head}; run `facegate db upgrade` (or set FACEGATE_SCHEMA_ON_START=migrate)"
+        )
+    return current
+
+
+def prepare_schema(url: str, mode: str) -> None:
+    """What a starting process does with the schema: ``migrate`` (under the lock) or
+    ``check`` (refuse an old or unknown one)."""
+    if mode == "migrate":
+        migrate(url)
+    elif mode == "check":
+        check_schema(url)
+    else:
+        raise ValueError(f"unknown schema_on_start mode {mode!r}")
 
 
 def current_revision(url: str) -> str | None:

@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     # Models loaded at start (comma-separated names), so the first job pays no cold start.
     warmup_models: str = ""
     data_dir: Path = Path("./var")
+    # Schema at start: "migrate" brings the database to this release's head under a
+    # PostgreSQL advisory lock (the embedded shape; racing processes migrate once); "check"
+    # refuses to start unless it is already there (the cluster: `facegate db upgrade` runs
+    # once as the api's init container, docs/deploy.md).
+    schema_on_start: Literal["migrate", "check"] = "migrate"
 
     # Serving
     workers: int = Field(default=2, ge=0, le=256)

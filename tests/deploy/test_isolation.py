@@ -152,3 +152,53 @@ def test_isolation_check_fails_on_a_leaky_namespace(k8s_copy: Path) -> None:
         assert_isolated("leaky", documents, 2)
     with pytest.raises(AssertionError):
         assert_isolated("leaky", kustomize(k8s_copy / "tenants" / "leaky"), 1)
+
+
+def test_regeneration_keeps_operator_edits_applies_the_change_and_reports_stale_objects(
+    k8s_copy: Path,
+) -> None:
+    tenant = k8s_copy / "tenants" / "rt"
+    _overlay(
+        k8s_copy, "--tenant", "rt", "--from-flags", "--device-limit", "2",
+        "--autoscaler", "keda", "--model-tag", "v2", "--warmup", "face_swapper",
+    )  # fmt: skip
+    assert (tenant / "generated" / "keda.yaml").exists()
+    # The operator pins the image digest and adds a patch of their own.
+    digest = "sha256:" + "0" * 64
+    operator = tenant / "kustomization.yaml"
+    operator.write_text(
+        operator.read_text()
+        + f"images:\n  - name: ghcr.io/facegate/facegate\n    digest: {digest}\n"
+        + "patches:\n  - target: {kind: Deployment, name: facegate-worker}\n"
+        + "    patch: |-\n      - op: add\n        path: /metadata/annotations/owner\n"
+        + "        value: team-video\n"
+    )
+    edited = operator.read_text()
+    # The policy changes: one GPU, plain HPA; nothing else is repeated on the command line.
+    output = _overlay(
+        k8s_copy, "--tenant", "rt", "--from-flags", "--device-limit", "1", "--autoscaler", "hpa"
+    )
+    assert operator.read_text() == edited
+    assert sorted(p.name for p in (tenant / "generated").iterdir()) == [
+        "hpa.yaml", "kustomization.yaml", "namespace.yaml", "networkpolicy.yaml",
+        "overlay-inputs.yaml", "quota.yaml", "worker-patch.yaml",
+    ]  # fmt: skip
+    assert (
+        "kubectl -n facegate-rt delete scaledobject/facegate-worker "
+        "triggerauthentication/facegate-postgres" in output
+    )
+    documents = kustomize(tenant)
+    assert_isolated("rt", documents, 1)
+    kinds = {d["kind"] for d in documents}
+    assert "HorizontalPodAutoscaler" in kinds
+    assert not kinds & {"ScaledObject", "TriggerAuthentication"}
+    (worker,) = [d for d in documents if d["kind"] == "Deployment"]
+    (container,) = worker["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"ghcr.io/facegate/facegate@{digest}"
+    assert worker["metadata"]["annotations"]["owner"] == "team-video"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["MODEL_TAG"], env["FACEGATE_WARMUP_MODELS"]) == ("v2", "face_swapper")
+    # The same command again reproduces the same files (its inputs are stored).
+    before = {p.name: p.read_text() for p in (tenant / "generated").iterdir()}
+    assert "no longer" not in _overlay(k8s_copy, "--tenant", "rt", "--from-flags")
+    assert {p.name: p.read_text() for p in (tenant / "generated").iterdir()} == before

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from facegate.deploy.objects import resource_quota
-from facegate.deploy.policy import DeployPolicy, DeployPolicyError
+from facegate.deploy.policy import Backends, DeployPolicy, DeployPolicyError
 
 
 def test_gpu_workers_never_outnumber_the_tenants_devices() -> None:
@@ -53,7 +54,21 @@ def test_impossible_policies_are_refused(kwargs: dict[str, object]) -> None:
         DeployPolicy(**kwargs)  # type: ignore[arg-type]
 
 
-def test_from_values_ignores_fields_that_do_not_concern_deployment() -> None:
-    values = {"device_limit": 4, "allowed_processors": ["face_swapper"], "priority": 3}
-    policy = DeployPolicy.from_values("t", values, autoscaler="keda")
-    assert (policy.device_limit, policy.autoscaler) == (4, "keda")
+def test_inputs_round_trip_to_the_same_policy() -> None:
+    policy = DeployPolicy(
+        "t", device_limit=2, autoscaler="keda", warmup_models=("face_swapper",),
+        backends=Backends(cidrs=("10.1.0.0/16",)), model_tag="v2",
+    )  # fmt: skip
+    stored = yaml.safe_load(yaml.safe_dump(policy.inputs()))
+    assert DeployPolicy.from_inputs(stored) == policy
+    with pytest.raises(DeployPolicyError, match="unknown overlay inputs: autoscalr"):
+        DeployPolicy.from_inputs({**stored, "autoscalr": "hpa"})
+
+
+def test_gpu_workers_get_the_cuda_variant_of_the_image() -> None:
+    assert DeployPolicy("t", device_limit=1).worker_image == "ghcr.io/facegate/facegate:0.1.0-cuda"
+    assert DeployPolicy("t", device_limit=0).worker_image == "ghcr.io/facegate/facegate:0.1.0"
+    pinned = "registry.example.com:5000/facegate@sha256:" + "a" * 64
+    assert DeployPolicy("t", device_limit=1, image=pinned).worker_image == pinned
+    with pytest.raises(DeployPolicyError, match="needs a tag or a digest"):
+        DeployPolicy("t", image="registry.example.com:5000/facegate")

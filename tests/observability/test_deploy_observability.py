@@ -1,6 +1,6 @@
-"""deploy/observability: the alert rules pass ``promtool check rules`` and reference only
-our metrics; the Grafana dashboard has the keys of its JSON model and every panel's PromQL
-names metrics that exist in our registry."""
+"""The monitoring component (deploy/k8s/components/monitoring): the PrometheusRule's rules
+pass ``promtool check rules`` and reference only our metrics; the Grafana dashboard has the
+keys of its JSON model and every panel's PromQL names metrics that exist in our registry."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from prometheus_client import REGISTRY
 
 import facegate.observability.metrics  # noqa: F401  (registers the metrics)
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "observability"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "components" / "monitoring"
 DASHBOARD = DEPLOY / "grafana-dashboard.json"
-ALERTS = DEPLOY / "alerts.yml"
+RULE = DEPLOY / "prometheusrule.yaml"
 # Computed at scrape time from the database (JobGaugeCollector), not in REGISTRY.
 DB_GAUGES = {
     "facegate_jobs_queued",
@@ -40,6 +40,16 @@ def known_series() -> set[str]:
             names.add(f"{family.name}_total")
         names.add(family.name)
     return names
+
+
+def rule_groups() -> dict[str, Any]:
+    """The PrometheusRule's spec: a Prometheus rules file."""
+    document = yaml.safe_load(RULE.read_text())
+    assert (document["apiVersion"], document["kind"]) == (
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+    )
+    return {"groups": document["spec"]["groups"]}
 
 
 def unknown_metrics(expr: str) -> set[str]:
@@ -66,9 +76,7 @@ def test_dashboard_json_model() -> None:
 
 
 def test_alert_rules_reference_our_metrics() -> None:
-    rules = [
-        rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]
-    ]
+    rules = [rule for group in rule_groups()["groups"] for rule in group["rules"]]
     names = {rule["alert"] for rule in rules}
     assert {
         "FacegateQueueWaitHigh",
@@ -85,7 +93,7 @@ def test_the_check_catches_an_unknown_metric() -> None:
     }
 
 
-def test_promtool_check_rules() -> None:
+def test_promtool_check_rules(tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         if os.environ.get("CI") == "true":
@@ -93,8 +101,10 @@ def test_promtool_check_rules() -> None:
         pytest.skip(
             "promtool not installed (Debian package 'prometheus'; sudo scripts/system-packages)"
         )
+    rules_file = tmp_path / "facegate-rules.yml"
+    rules_file.write_text(yaml.safe_dump(rule_groups(), sort_keys=False))
     result = subprocess.run(
-        [promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False
+        [promtool, "check", "rules", str(rules_file)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout

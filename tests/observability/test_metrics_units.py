@@ -9,10 +9,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from facegate.database import create_session_factory, session_scope
 from facegate.jobs.models import Job
+from facegate.observability import multiproc
 from facegate.observability.audit.repository import AuditRepository
 from facegate.observability.jobs import audit_submission
 from facegate.observability.labels import OTHER, TenantLabels
@@ -36,7 +38,10 @@ def test_tenant_label_is_capped() -> None:
 
 
 def test_multiprocess_mode_merges_processes(tmp_path: Path) -> None:
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    # A folder that does not exist yet, as in a container whose /tmp is a fresh emptyDir:
+    # importing facegate creates it (it used to fail with FileNotFoundError).
+    folder = tmp_path / "fresh-tmp" / "metrics"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
     for tenant in ("acme", "acme", "beta"):
         subprocess.run([sys.executable, "-c", CHILD, tenant], env=env, check=True)
     out = subprocess.run(
@@ -50,6 +55,18 @@ def test_multiprocess_mode_merges_processes(tmp_path: Path) -> None:
         if sample.name == "facegate_jobs_submitted_total"
     }
     assert values == {"acme": 2.0, "beta": 1.0}
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_multiprocess_folder_is_prepared_only_when_asked(tmp_path: Path) -> None:
+    assert multiproc.prepare({}) is None
+    legacy = tmp_path / "legacy"
+    assert multiproc.prepare({"prometheus_multiproc_dir": str(legacy)}) == legacy
+    assert legacy.is_dir()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OSError, match=r"PROMETHEUS_MULTIPROC_DIR=.*cannot create"):
+        multiproc.prepare({"PROMETHEUS_MULTIPROC_DIR": str(blocker / "metrics")})
 
 
 def test_sensitive_processors_are_audited(database: Any) -> None:

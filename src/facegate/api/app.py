@@ -19,7 +19,7 @@ from facegate.api.deps import document_credentials
 from facegate.api.handlers import install_error_handlers
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.state import AppState
-from facegate.database import create_engine_from_url, create_session_factory, migrate
+from facegate.database import create_engine_from_url, create_session_factory, prepare_schema
 from facegate.observability.setup import install_observability
 from facegate.ratelimit.install import install_gateway
 from facegate.resilience import BreakerConfig, CircuitBreaker, guard_engine
@@ -68,7 +68,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if run_migrations:
-            migrate(settings.database_url)
+            prepare_schema(settings.database_url, settings.schema_on_start)
         engine = create_engine_from_url(settings.database_url)
         guard_engine(engine, CircuitBreaker("database", BreakerConfig.from_settings(settings)))
         state = AppState(

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "api": "facegate.cli.api:api",
     "audit": "facegate.cli.audit:audit",
     "bans": "facegate.cli.bans:bans",
+    "db": "facegate.cli.db:db",
     "deploy": "facegate.cli.deploy:deploy",
     "jobs": "facegate.cli.jobs:jobs",
     "key": "facegate.cli.key:key",
@@ -46,6 +47,16 @@ class LazyGroup(click.Group):
         command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
         return command
+
+    def invoke(self, ctx: click.Context) -> object:
+        # A schema this process may not migrate (FACEGATE_SCHEMA_ON_START=check) is an
+        # operator's error with a clear next step, not a traceback.
+        from facegate.database import SchemaNotCurrent
+
+        try:
+            return super().invoke(ctx)
+        except SchemaNotCurrent as exc:
+            raise click.ClickException(str(exc)) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

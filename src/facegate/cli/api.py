@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from facegate.cli.common import private_files, require_free_port
-from facegate.database import migrate
+from facegate.database import prepare_schema
 from facegate.settings import get_settings
 
 
@@ -33,7 +33,7 @@ def api(host: str | None, port: int | None, processes: int) -> None:
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise click.UsageError("FACEGATE_TLS_CERT and FACEGATE_TLS_KEY go together")
     require_free_port(settings.host, settings.port)
-    migrate(settings.database_url)
+    prepare_schema(settings.database_url, settings.schema_on_start)
     common = {
         "host": settings.host,
         "port": settings.port,

@@ -15,7 +15,7 @@ from facegate.database import (
     SessionFactory,
     create_engine_from_url,
     create_session_factory,
-    migrate,
+    prepare_schema,
     session_scope,
 )
 from facegate.settings import Settings, get_settings
@@ -45,8 +45,9 @@ def load_settings(database_url: str | None = None) -> Settings:
 
 @contextmanager
 def open_database(settings: Settings) -> Iterator[SessionFactory]:
-    """Migrate, then hand out a session factory; the engine is disposed afterwards."""
-    migrate(settings.database_url)
+    """Migrate (or check, per FACEGATE_SCHEMA_ON_START), then hand out a session factory;
+    the engine is disposed afterwards."""
+    prepare_schema(settings.database_url, settings.schema_on_start)
     engine = create_engine_from_url(settings.database_url)
     try:
         yield create_session_factory(engine)

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 
-from facegate.deploy.overlay import upsert_tenant_entry, write_overlay
+from facegate.deploy.overlay import stored_inputs, upsert_tenant_entry, write_overlay
 from facegate.deploy.policy import DeployPolicy, DeployPolicyError
 
 
@@ -45,13 +46,15 @@ def deploy() -> None:
 @click.option("--device-limit", type=click.IntRange(min=0), default=None, help="GPUs (quota).")
 @click.option("--max-concurrent-jobs", type=click.IntRange(min=1), default=None)
 @click.option("--storage-quota-bytes", type=click.IntRange(min=0), default=None)
-@click.option("--autoscaler", type=click.Choice(["hpa", "keda", "knative"]), default="hpa")
-@click.option("--storage", type=click.Choice(["pvc", "bucket"]), default="pvc")
-@click.option("--min-replicas", type=click.IntRange(min=0), default=2)
-@click.option("--max-replicas", type=click.IntRange(min=1), default=8)
+@click.option(
+    "--autoscaler", type=click.Choice(["hpa", "keda", "knative"]), default=None, help="[hpa]"
+)
+@click.option("--min-replicas", type=click.IntRange(min=0), default=None, help="[2]")
+@click.option("--max-replicas", type=click.IntRange(min=1), default=None, help="[8]")
 @click.option("--image", default=None, help="Container image (default: the release image).")
 @click.option("--model-tag", default=None, help="MODEL_TAG for the tenant's pods.")
 @click.option("--warmup", "warmup_models", multiple=True, help="Model to preload (repeatable).")
+@click.option("--domain", default=None, help="Knative tenants: served at <tenant>.<domain>.")
 @click.option("--data-namespace", default=None, help="Namespace of PostgreSQL/Redis/MinIO.")
 @click.option("--backend-cidr", "cidrs", multiple=True, help="CIDR of a managed backend.")
 @click.option("--from-flags", is_flag=True, help="Ignore the database; use the flags only.")
@@ -84,35 +87,56 @@ def overlay(
     tenants_file: Path | None,
     **flags: Any,
 ) -> None:
-    """Write TENANT's overlay. The policy comes from the database when the tenant exists there
-    (FACEGATE_DATABASE_URL), otherwise from the flags."""
-    from facegate.deploy.policy import Backends
-
-    values: dict[str, Any] = {}
-    stored = None if from_flags else _stored_policy(tenant_id)
-    if stored is not None:
-        isolation, values = stored
-        flags["isolation"] = flags["isolation"] or isolation
-        click.echo(f"policy of {tenant_id!r} read from the database", err=True)
-    data_namespace, cidrs = flags.pop("data_namespace"), flags.pop("cidrs")
-    flags["warmup_models"] = tuple(flags["warmup_models"])
-    flags["isolation"] = flags["isolation"] or "physical"
-    if data_namespace or cidrs:
-        flags["backends"] = Backends(data_namespace=data_namespace or "facegate-data", cidrs=cidrs)
-    if stored is not None:  # the database is the source of truth for the policy numbers
-        for key in ("device_limit", "max_concurrent_jobs", "storage_quota_bytes"):
-            flags[key] = None
-    try:
-        policy = DeployPolicy.from_values(tenant_id, values, **flags)
-    except DeployPolicyError as error:
-        raise click.UsageError(str(error)) from error
+    """Write TENANT's overlay: TENANT/generated/ (rewritten whole) and, the first time only,
+    TENANT/kustomization.yaml (the operator's). Every value starts from the last run's
+    generated/overlay-inputs.yaml; the policy numbers come from the database when the tenant
+    exists there (FACEGATE_DATABASE_URL); flags given now change what they name."""
     out_dir = out_dir or k8s_root / "tenants"
     tenants_file = tenants_file or k8s_root / "base" / "tenants.yaml"
+    try:
+        values = stored_inputs(out_dir, tenant_id)
+    except (ValueError, yaml.YAMLError) as error:
+        raise click.UsageError(str(error)) from error
+    values["tenant_id"] = tenant_id
+    stored = None if from_flags else _stored_policy(tenant_id)
+    data_namespace, cidrs = flags.pop("data_namespace"), flags.pop("cidrs")
+    if data_namespace or cidrs:
+        backends = dict(values.get("backends", {}))
+        if data_namespace:
+            backends["data_namespace"] = data_namespace
+        if cidrs:
+            backends["cidrs"] = list(cidrs)
+        values["backends"] = backends
+    explicit = {key: value for key, value in flags.items() if value not in (None, ())}
+    if "warmup_models" in explicit:
+        explicit["warmup_models"] = list(explicit["warmup_models"])
+    if stored is not None:
+        isolation, policy_values = stored
+        click.echo(f"policy of {tenant_id!r} read from the database", err=True)
+        values["isolation"] = isolation
+        # The database is the source of truth for the policy numbers.
+        for key in ("device_limit", "max_concurrent_jobs", "storage_quota_bytes"):
+            explicit.pop(key, None)
+            if policy_values.get(key) is not None:
+                values[key] = policy_values[key]
+    values.update(explicit)
+    try:
+        policy = DeployPolicy.from_inputs(values)
+    except (DeployPolicyError, TypeError) as error:
+        raise click.UsageError(str(error)) from error
     upsert_tenant_entry(tenants_file, policy)
     click.echo(f"updated {tenants_file}")
     if policy.isolation == "logical":
         click.echo("logical tenant: shared workers, nothing else to write")
         return
-    for path in write_overlay(policy, out_dir, k8s_root):
+    change = write_overlay(policy, out_dir, k8s_root)
+    for path in change.written:
         click.echo(f"wrote {path}")
+    for path in change.removed:
+        click.echo(f"removed {path} (no longer generated)")
+    prune = change.prune_command(policy.namespace)
+    if prune:
+        click.echo(
+            f"objects no longer in the overlay; after applying it, remove them with: {prune}"
+        )
     click.echo(f"apply with: kubectl apply -k {out_dir / tenant_id}")

@@ -12,7 +12,14 @@ Manifest = dict[str, Any]
 # Every facegate process listens here: the api for requests, a worker for /healthz, /readyz
 # and /metrics only.
 HTTP_PORT = 8000
-KNATIVE_QUEUE_PORT = 8012
+# Knative's queue-proxy beside the app: requests (http1, h2c) from the activator and the
+# ingress, and the autoscaling and user metrics the autoscaler scrapes (Knative's reserved
+# ports).
+KNATIVE_REQUEST_PORTS = (8012, 8013)
+KNATIVE_METRICS_PORTS = (9090, 9091)
+# Knative keeps old revisions (config-gc: min-non-active-revisions 20 by default), each with
+# a Deployment and two Services, plus the route's Service: the quota must hold them.
+KNATIVE_RETAINED_REVISIONS = 21
 
 APP_LABELS = {"app.kubernetes.io/name": "facegate", "app.kubernetes.io/part-of": "facegate"}
 # Pod Security Admission: every mode at `restricted`, pinned to `latest`, so a pod that
@@ -51,6 +58,7 @@ def resource_quota(policy: DeployPolicy) -> Manifest:
     """Hard caps for the namespace. The GPU line is the tenant's device_limit exactly; cpu and
     memory allow every replica the autoscaler may add plus one surge pod of a rollout."""
     pods = policy.replica_cap + 1
+    knative = policy.autoscaler == "knative"
     hard = {
         "requests.cpu": _times(policy.worker_cpu, pods),
         "limits.cpu": _times(policy.worker_cpu_limit, pods),
@@ -60,12 +68,12 @@ def resource_quota(policy: DeployPolicy) -> Manifest:
         "requests.storage": gibibytes(policy.storage_quota_bytes + policy.models_bytes),
         "persistentvolumeclaims": "2",
         "pods": str(pods + 1),
-        "services": "2",
+        "services": str(1 + 2 * KNATIVE_RETAINED_REVISIONS) if knative else "2",
         "services.loadbalancers": "0",
         "services.nodeports": "0",
         "configmaps": "10",
         "secrets": "10",
-        "count/deployments.apps": "2",
+        "count/deployments.apps": str(KNATIVE_RETAINED_REVISIONS) if knative else "2",
     }
     return {
         "apiVersion": "v1",
@@ -129,24 +137,29 @@ def network_policies(policy: DeployPolicy) -> list[Manifest]:
             ],
         },
     )
-    # Knative routes requests through its queue-proxy sidecar (8012) before the app (8000).
-    http_ports = [HTTP_PORT, KNATIVE_QUEUE_PORT] if policy.autoscaler == "knative" else [HTTP_PORT]
+
+    def tcp(*ports: int) -> list[Manifest]:
+        return [{"protocol": "TCP", "port": port} for port in ports]
+
+    if policy.autoscaler == "knative":
+        # Requests reach the queue-proxy from the activator (knative-serving, while scaled to
+        # zero or buffering) or straight from Knative's ingress; the autoscaler scrapes it.
+        rules = [
+            {
+                "from": [_namespace_peer(policy.knative_namespace)],
+                "ports": tcp(*KNATIVE_REQUEST_PORTS, *KNATIVE_METRICS_PORTS),
+            },
+            {
+                "from": [_namespace_peer(policy.knative_gateway_namespace)],
+                "ports": tcp(*KNATIVE_REQUEST_PORTS),
+            },
+        ]
+    else:
+        rules = [{"from": [_namespace_peer(policy.gateway_namespace)], "ports": tcp(HTTP_PORT)}]
+    rules.append({"from": [_namespace_peer(policy.monitoring_namespace)], "ports": tcp(HTTP_PORT)})
     ingress = _policy(
         "allow-ingress-gateway",
         policy,
-        {
-            "podSelector": {"matchLabels": APP_LABELS},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [_namespace_peer(policy.gateway_namespace)],
-                    "ports": [{"protocol": "TCP", "port": port} for port in http_ports],
-                },
-                {
-                    "from": [_namespace_peer(policy.monitoring_namespace)],
-                    "ports": [{"protocol": "TCP", "port": HTTP_PORT}],
-                },
-            ],
-        },
+        {"podSelector": {"matchLabels": APP_LABELS}, "policyTypes": ["Ingress"], "ingress": rules},
     )
     return [deny, dns, data, ingress]

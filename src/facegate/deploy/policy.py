@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 Isolation = Literal["logical", "physical"]
@@ -55,10 +55,19 @@ class DeployPolicy:
     min_replicas: int = 2
     max_replicas: int = 8
     autoscaler: Autoscaler = "hpa"
-    storage: Literal["pvc", "bucket"] = "pvc"
     gateway_namespace: str = "ingress-nginx"
+    # Knative tenants: Knative's own namespace (activator, autoscaler), its ingress's
+    # namespace (Kourier by default) and the host name their DomainMapping routes.
+    knative_namespace: str = "knative-serving"
+    knative_gateway_namespace: str = "kourier-system"
+    domain: str = "facegate.example.com"
     monitoring_namespace: str = "monitoring"
     image: str = "ghcr.io/facegate/facegate:0.1.0"
+    # GPU workers: the image's cuda variant (onnxruntime-gpu), and the nodes that have GPUs
+    # (NVIDIA GPU feature discovery's label; the taint GPU node pools usually carry).
+    gpu_image_suffix: str = "-cuda"
+    gpu_node_selector: tuple[tuple[str, str], ...] = (("nvidia.com/gpu.present", "true"),)
+    gpu_tolerations: tuple[str, ...] = ("nvidia.com/gpu",)
     model_tag: str = ""
     warmup_models: tuple[str, ...] = ()
     backends: Backends = field(default_factory=Backends)
@@ -82,12 +91,19 @@ class DeployPolicy:
             raise DeployPolicyError("max_concurrent_jobs must be >= 1")
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
             raise DeployPolicyError("replicas must satisfy 0 <= min <= max and max >= 1")
+        name, _, tag = self.image.rpartition(":")
+        if "@" not in self.image and (not name or "/" in tag):
+            raise DeployPolicyError(f"image {self.image!r} needs a tag or a digest")
         if self.worker_memory_limit_gib < self.worker_memory_gib:
             raise DeployPolicyError("worker memory limit is below its request")
 
     @property
     def namespace(self) -> str:
         return NAMESPACE_PREFIX + self.tenant_id
+
+    @property
+    def knative_host(self) -> str:
+        return f"{self.tenant_id}.{self.domain}"
 
     @property
     def replica_cap(self) -> int:
@@ -110,14 +126,49 @@ class DeployPolicy:
     def gpu_per_worker(self) -> int:
         return 1 if self.device_limit > 0 else 0
 
+    @property
+    def worker_image(self) -> str:
+        """The image of the tenant's pods: the cuda variant (tag suffix) for GPU workers."""
+        if not self.gpu_per_worker or not self.gpu_image_suffix:
+            return self.image
+        if "@" in self.image:  # a digest names one variant already: the operator's choice
+            return self.image
+        tag = self.image.rpartition(":")[2]
+        return (
+            self.image
+            if tag.endswith(self.gpu_image_suffix)
+            else self.image + self.gpu_image_suffix
+        )
+
+    def inputs(self) -> dict[str, Any]:
+        """Every value this policy was built from, as plain data (``overlay-inputs.yaml``):
+        :meth:`from_inputs` of it is this policy again."""
+        values = asdict(self)
+        values["warmup_models"] = list(self.warmup_models)
+        values["gpu_node_selector"] = dict(self.gpu_node_selector)
+        values["gpu_tolerations"] = list(self.gpu_tolerations)
+        values["backends"] = {**values["backends"], "s3_ports": list(self.backends.s3_ports),
+                              "cidrs": list(self.backends.cidrs)}  # fmt: skip
+        return values
+
     @classmethod
-    def from_values(cls, tenant_id: str, values: dict[str, Any], **overrides: Any) -> DeployPolicy:
-        """Build from a tenant's stored policy values (the ``Policy.as_dict()`` shape);
-        unknown keys (processors, resolution, ...) do not concern deployment and are ignored."""
-        known: dict[str, Any] = {
-            key: values[key]
-            for key in ("device_limit", "max_concurrent_jobs", "storage_quota_bytes")
-            if key in values and values[key] is not None
-        }
-        known.update({key: value for key, value in overrides.items() if value is not None})
-        return cls(tenant_id=tenant_id, **known)
+    def from_inputs(cls, values: dict[str, Any]) -> DeployPolicy:
+        """The policy :meth:`inputs` described; unknown keys are an error (a typo in the
+        stored file must not be dropped silently)."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise DeployPolicyError(f"unknown overlay inputs: {', '.join(sorted(unknown))}")
+        data = dict(values)
+        if "backends" in data:
+            backends = dict(data["backends"])
+            for key in ("s3_ports", "cidrs"):
+                if key in backends:
+                    backends[key] = tuple(backends[key])
+            data["backends"] = Backends(**backends)
+        if "gpu_node_selector" in data:
+            data["gpu_node_selector"] = tuple(sorted(dict(data["gpu_node_selector"]).items()))
+        for key in ("warmup_models", "gpu_tolerations"):
+            if key in data:
+                data[key] = tuple(data[key])
+        return cls(**data)

@@ -1,16 +1,17 @@
 """Workload objects of a physical tenant: the patch that makes the shared worker template
-the tenant's own, its storage, and its autoscaler (HPA, KEDA or Knative)."""
+the tenant's own (its tenant, concurrency, GPU, image variant and nodes) and its autoscaler
+(HPA, KEDA or Knative). Storage is the installation's one S3 store (``storage-url`` of the
+namespace's ``facegate-secrets``, the same as the api's), never a volume of the tenant."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from facegate.deploy.objects import APP_LABELS, Manifest, gibibytes
+from facegate.deploy.objects import APP_LABELS, Manifest
 from facegate.deploy.policy import DeployPolicy
 
 WORKER = "facegate-worker"
 SECRET = "facegate-secrets"
-STORAGE_ROOT = "/var/lib/facegate/storage"
 
 # The jobs the tenant has in flight. The tenant id is a DNS label (checked by DeployPolicy),
 # so it cannot break out of the quoted literal.
@@ -23,20 +24,27 @@ def _env(name: str, value: str) -> Manifest:
     return {"name": name, "value": value}
 
 
-def _secret_env(name: str, key: str) -> Manifest:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": SECRET, "key": key}}}
+def _secret_env(name: str, key: str, *, optional: bool = False) -> Manifest:
+    reference: Manifest = {"name": SECRET, "key": key}
+    if optional:
+        reference["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": reference}}
+
+
+def storage_env() -> list[Manifest]:
+    """The shared store every facegate pod uses: the URL and the S3 credentials from the
+    namespace's Secret (both keys optional: a workload identity, e.g. an IAM role on the
+    ServiceAccount, supplies credentials without them)."""
+    return [
+        _secret_env("FACEGATE_STORAGE_URL", "storage-url"),
+        _secret_env("AWS_ACCESS_KEY_ID", "aws-access-key-id", optional=True),
+        _secret_env("AWS_SECRET_ACCESS_KEY", "aws-secret-access-key", optional=True),
+    ]
 
 
 def tenant_env(policy: DeployPolicy) -> list[Manifest]:
-    """The specification's names (TENANT_ID, OUTPUT_DIR, MODEL_TAG) plus our storage URL."""
+    """The specification's names (TENANT_ID, MODEL_TAG) and the warm-up list."""
     env = [_env("TENANT_ID", policy.tenant_id)]
-    if policy.storage == "pvc":
-        env += [
-            _env("OUTPUT_DIR", STORAGE_ROOT),
-            _env("FACEGATE_STORAGE_URL", f"file://{STORAGE_ROOT}"),
-        ]
-    else:  # the tenant's own bucket, e.g. s3://facegate-<tenant>?endpoint_url=...
-        env.append(_secret_env("FACEGATE_STORAGE_URL", "storage-url"))
     if policy.model_tag:
         env.append(_env("MODEL_TAG", policy.model_tag))
     if policy.warmup_models:
@@ -71,46 +79,34 @@ def worker_args(policy: DeployPolicy) -> list[str]:
     ]
 
 
-def _storage_volume(policy: DeployPolicy) -> tuple[list[Manifest], list[Manifest]]:
-    if policy.storage != "pvc":
-        return [], []
-    mounts = [{"name": "storage", "mountPath": STORAGE_ROOT}]
-    volumes = [{"name": "storage", "persistentVolumeClaim": {"claimName": "facegate-storage"}}]
-    return mounts, volumes
+def gpu_scheduling(policy: DeployPolicy) -> Manifest:
+    """Pod spec fields that put a GPU worker on a GPU node (none for CPU workers)."""
+    if not policy.gpu_per_worker:
+        return {}
+    return {
+        "nodeSelector": dict(policy.gpu_node_selector),
+        "tolerations": [
+            {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+            for key in policy.gpu_tolerations
+        ],
+    }
 
 
 def worker_patch(policy: DeployPolicy) -> Manifest:
     """Strategic-merge patch of the shared worker Deployment (lists merge by name)."""
-    mounts, volumes = _storage_volume(policy)
     container: Manifest = {
         "name": "worker",
-        "image": policy.image,
+        "image": policy.worker_image,
         "args": worker_args(policy),
         "env": tenant_env(policy),
         "resources": _resources(policy),
     }
-    if mounts:
-        container["volumeMounts"] = mounts
-    spec: Manifest = {"containers": [container]}
-    if volumes:
-        spec["volumes"] = volumes
+    spec: Manifest = {"containers": [container], **gpu_scheduling(policy)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": WORKER},
         "spec": {"replicas": policy.replica_floor, "template": {"spec": spec}},
-    }
-
-
-def storage_pvc(policy: DeployPolicy) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "facegate-storage", "labels": dict(APP_LABELS)},
-        "spec": {
-            "accessModes": ["ReadWriteMany"],
-            "resources": {"requests": {"storage": gibibytes(policy.storage_quota_bytes)}},
-        },
     }
 
 

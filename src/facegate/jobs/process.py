@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from facegate.database import create_engine_from_url, migrate, session_scope
+from facegate.database import create_engine_from_url, prepare_schema, session_scope
 from facegate.jobs import leases
 from facegate.jobs.claim import JobClaimer, LockingClaimer
 from facegate.jobs.claim_postgres import PostgresClaimer, ServedTenants
@@ -125,12 +125,14 @@ def _database_ready(engine: Engine) -> tuple[bool, str]:
 START_WAIT_SECONDS = 120.0
 
 
-def migrate_when_reachable(url: str, wait_seconds: float = START_WAIT_SECONDS) -> None:
-    """``migrate(url)``, retried while the database cannot be reached."""
+def prepare_schema_when_reachable(
+    url: str, mode: str = "migrate", wait_seconds: float = START_WAIT_SECONDS
+) -> None:
+    """``prepare_schema(url, mode)``, retried while the database cannot be reached."""
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            migrate(url)
+            prepare_schema(url, mode)
             return
         except OperationalError as exc:
             if time.monotonic() >= deadline:
@@ -144,7 +146,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     # The api configures logging in create_app; a worker has no app, so here: the same
     # format (FACEGATE_LOG_FORMAT, JSON by default) and masking as the api's lines.
     configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
-    migrate_when_reachable(settings.database_url)
+    prepare_schema_when_reachable(settings.database_url, settings.schema_on_start)
     # No pre-ping round trip per checkout: a connection the database dropped fails one
     # statement, SQLAlchemy then invalidates the pool and the loops simply go on.
     engine = create_engine_from_url(

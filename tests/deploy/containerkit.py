@@ -1,0 +1,266 @@
+"""Run a rendered Kubernetes workload as a docker container with its pod's contract.
+
+What a kubelet would do with the container of a rendered Deployment (or Knative Service),
+done with ``docker run``: the image's entrypoint with the container's ``args``, its ``env``
+(``secretKeyRef`` resolved from a dict of Secret values, an optional key may be missing),
+``--read-only`` when ``readOnlyRootFilesystem``, ``--user runAsUser:runAsGroup``,
+``--cap-drop`` of the dropped capabilities, ``no-new-privileges`` when privilege escalation is
+off, and only its declared volumes writable: an ``emptyDir`` becomes a tmpfs of its
+``sizeLimit`` owned by the pod's ``fsGroup``, a ``configMap`` a read-only folder of its data,
+a ``persistentVolumeClaim`` a host folder. Then its startup, readiness and liveness probes are
+polled the way the kubelet would (period x failure threshold).
+
+Two deviations, both forced by the machine and not by the manifests: containers share the
+host network (this dockerd runs with ``--bridge=none``), so each gets its own port through
+``FACEGATE_PORT``; and the test gives each run its own Redis key prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deploy_tools import ROOT
+
+INSTALL_HINT = (
+    "the container tests need a docker daemon: install docker.io and debootstrap with "
+    "`sudo scripts/system-packages`, then run them as root with CI=true (scripts/image starts "
+    "dockerd --storage-driver=vfs --iptables=false --bridge=none) or set FACEGATE_TEST_DOCKER=1 "
+    "with a running daemon"
+)
+
+# How long a build may take: a cold one makes the Debian base (debootstrap, about 4 min) and
+# installs the lock (several minutes); a warm one reuses every layer (seconds).
+BUILD_TIMEOUT = 1800
+
+
+def docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    result = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=30)
+    return result.returncode == 0
+
+
+def require_docker() -> None:
+    """Skip unless the container tests may run here (see INSTALL_HINT)."""
+    wanted = os.environ.get("CI") == "true" or os.environ.get("FACEGATE_TEST_DOCKER") == "1"
+    if not wanted:
+        pytest.skip(INSTALL_HINT)
+    can_start = os.geteuid() == 0 and shutil.which("dockerd") is not None
+    if not docker_available() and not can_start:
+        pytest.skip(INSTALL_HINT)
+
+
+def build_image(variant: str = "cpu") -> str:
+    """``scripts/image`` (what ``make image`` runs); returns the tag."""
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "image")],
+        env={**os.environ, "VARIANT": variant},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=BUILD_TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True) -> str:
+    result = subprocess.run(
+        ["docker", *args], capture_output=True, text=True, check=False, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args[:3])}...: {result.stderr[-2000:]}")
+    return result.stdout
+
+
+class ContractError(AssertionError):
+    """The rendered workload cannot be run as written (a missing Secret key, a volume kind
+    this harness does not know)."""
+
+
+@dataclass
+class Pod:
+    """One rendered workload: its pod spec and the container of it to run."""
+
+    name: str
+    spec: dict[str, Any]
+    container: dict[str, Any]
+
+    @classmethod
+    def of(cls, document: dict[str, Any], container: str | None = None, init: bool = False) -> Pod:
+        spec = document["spec"]["template"]["spec"]
+        containers = spec["initContainers"] if init else spec["containers"]
+        chosen = (
+            containers[0]
+            if container is None
+            else next(c for c in containers if c["name"] == container)
+        )
+        return cls(f"{document['metadata']['name']}-{chosen['name']}", spec, chosen)
+
+    @property
+    def security(self) -> dict[str, Any]:
+        """The container's effective security context (pod level, then container level)."""
+        return {**self.spec.get("securityContext", {}), **self.container.get("securityContext", {})}
+
+
+@dataclass
+class Cluster:
+    """What the pods of one test run share: Secret values, ConfigMap data, host folders for
+    claims, and the containers started (removed by :meth:`close`)."""
+
+    image: str
+    workdir: Path
+    secrets: dict[str, dict[str, str]]
+    config_maps: dict[str, dict[str, str]] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+
+    def env(self, pod: Pod, port: int | None) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for entry in pod.container.get("env", []):
+            if "value" in entry:
+                env[entry["name"]] = str(entry["value"])
+                continue
+            reference = entry["valueFrom"]["secretKeyRef"]
+            value = self.secrets.get(reference["name"], {}).get(reference["key"])
+            if value is None:
+                if reference.get("optional"):
+                    continue
+                raise ContractError(
+                    f"{pod.name}: Secret {reference['name']} has no key {reference['key']}"
+                )
+            env[entry["name"]] = value
+        if port is not None:  # the host network (see the module's docstring): its own port
+            env["FACEGATE_PORT"] = str(port)
+        env.update(self.extra_env)
+        return env
+
+    def _volume_args(self, pod: Pod) -> list[str]:
+        volumes = {volume["name"]: volume for volume in pod.spec.get("volumes", [])}
+        security = pod.security
+        group = pod.spec.get("securityContext", {}).get("fsGroup", security.get("runAsGroup", 0))
+        args: list[str] = []
+        for mount in pod.container.get("volumeMounts", []):
+            volume = volumes[mount["name"]]
+            target = mount["mountPath"]
+            if "emptyDir" in volume:
+                size = (
+                    volume["emptyDir"]
+                    .get("sizeLimit", "64Mi")
+                    .replace("Gi", "g")
+                    .replace("Mi", "m")
+                )
+                args += ["--tmpfs", f"{target}:rw,size={size},uid={security.get('runAsUser', 0)},"
+                         f"gid={group},mode=0770"]  # fmt: skip
+            elif "configMap" in volume:
+                data = self.config_maps[volume["configMap"]["name"]]
+                folder = self.workdir / f"cm-{volume['configMap']['name']}"
+                folder.mkdir(exist_ok=True)
+                for key, text in data.items():
+                    (folder / key).write_text(text)
+                args += ["-v", f"{folder}:{target}:ro"]
+            elif "persistentVolumeClaim" in volume:
+                folder = self.workdir / f"pvc-{volume['persistentVolumeClaim']['claimName']}"
+                folder.mkdir(exist_ok=True)
+                read_only = mount.get("readOnly") or volume["persistentVolumeClaim"].get("readOnly")
+                args += ["-v", f"{folder}:{target}:{'ro' if read_only else 'rw'}"]
+            else:
+                raise ContractError(f"{pod.name}: volume kind of {volume} not handled")
+        return args
+
+    def run_args(self, pod: Pod, port: int | None) -> list[str]:
+        """The ``docker run`` arguments that hold the container to its pod's contract."""
+        security = pod.security
+        assert security.get("runAsNonRoot"), pod.name
+        assert security.get("runAsUser"), pod.name
+        args = ["--network", "host", "--user", f"{security['runAsUser']}:{security['runAsGroup']}"]
+        if security.get("readOnlyRootFilesystem"):
+            args.append("--read-only")
+        for capability in security.get("capabilities", {}).get("drop", []):
+            args += ["--cap-drop", capability]
+        assert not security.get("capabilities", {}).get("add"), pod.name
+        if security.get("allowPrivilegeEscalation") is False:
+            args += ["--security-opt", "no-new-privileges"]
+        assert not security.get("privileged"), pod.name
+        args += self._volume_args(pod)
+        for name, value in self.env(pod, port).items():
+            args += ["-e", f"{name}={value}"]
+        limits = pod.container.get("resources", {}).get("limits", {})
+        if "memory" in limits:
+            args += ["--memory", limits["memory"].replace("Gi", "g").replace("Mi", "m")]
+        if pod.container.get("command"):
+            args += ["--entrypoint", pod.container["command"][0]]
+        return args
+
+    def start(self, pod: Pod, port: int | None) -> str:
+        name = f"fgtest-{uuid.uuid4().hex[:8]}-{pod.name}"[:63]
+        args = ["run", "-d", "--name", name, *self.run_args(pod, port), self.image]
+        args += [*pod.container.get("command", [])[1:], *pod.container.get("args", [])]
+        docker(*args)
+        self.started.append(name)
+        return name
+
+    def run_to_completion(self, pod: Pod, timeout: float = 300) -> tuple[int, str]:
+        """An init container or a one-off command: run it, wait for its exit, return (code,
+        logs)."""
+        name = self.start(pod, None)
+        code = int(docker("wait", name, timeout=timeout).strip())
+        return code, self.logs(name)
+
+    def logs(self, name: str) -> str:
+        result = subprocess.run(
+            ["docker", "logs", name], capture_output=True, text=True, check=False, timeout=60
+        )
+        return result.stdout + result.stderr
+
+    def running(self, name: str) -> bool:
+        state = json.loads(docker("inspect", "--format", "{{json .State}}", name))
+        return bool(state["Running"])
+
+    def close(self) -> None:
+        for name in self.started:
+            docker("rm", "-f", name, check=False)
+
+
+def _probe_ok(port: int, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3) as response:
+            return 200 <= int(response.status) < 400
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
+
+
+def wait_for_probes(cluster: Cluster, name: str, pod: Pod, port: int) -> dict[str, float]:
+    """Poll the container's probes like the kubelet: the startup probe within its budget
+    (period x failureThreshold), then readiness, then liveness. Returns the seconds each
+    took to pass; fails with the container's logs when one does not."""
+    seconds: dict[str, float] = {}
+    began = time.monotonic()
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = pod.container.get(kind)
+        if probe is None:
+            continue
+        budget = probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
+        if kind == "startupProbe" or "startupProbe" not in pod.container:
+            budget += probe.get("initialDelaySeconds", 0)
+        deadline = time.monotonic() + budget
+        while not _probe_ok(port, probe["httpGet"]["path"]):
+            if not cluster.running(name) or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{pod.name}: {kind} {probe['httpGet']['path']} did not pass within "
+                    f"{budget}s\n{cluster.logs(name)[-4000:]}"
+                )
+            time.sleep(0.5)
+        seconds[kind] = round(time.monotonic() - began, 1)
+    return seconds
