@@ -17,6 +17,7 @@ host network (this dockerd runs with ``--bridge=none``), so each gets its own po
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,8 +36,7 @@ from deploy_tools import ROOT
 INSTALL_HINT = (
     "the container tests need a docker daemon: install docker.io and debootstrap with "
     "`sudo scripts/system-packages`, then run them as root with CI=true (scripts/image starts "
-    "dockerd --storage-driver=vfs --iptables=false --bridge=none) or set FACEGATE_TEST_DOCKER=1 "
-    "with a running daemon"
+    "dockerd --iptables=false --bridge=none) or set FACEGATE_TEST_DOCKER=1 with a running daemon"
 )
 
 # How long a build may take: a cold one makes the Debian base (debootstrap, about 4 min) and
@@ -62,10 +62,12 @@ def require_docker() -> None:
 
 
 def build_image(variant: str = "cpu") -> str:
-    """``scripts/image`` (what ``make image`` runs); returns the tag."""
+    """``scripts/image`` (what ``make image`` runs); returns the tag, one per checkout (so
+    the tests of two checkouts on one daemon never run each other's image)."""
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
     result = subprocess.run(
         [str(ROOT / "scripts" / "image")],
-        env={**os.environ, "VARIANT": variant},
+        env={**os.environ, "VARIANT": variant, "TAG": f"facegate-test:{checkout}-{variant}"},
         capture_output=True,
         text=True,
         check=False,

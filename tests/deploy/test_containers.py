@@ -10,6 +10,7 @@ Needs a docker daemon (CI=true as root starts one; see containerkit.INSTALL_HINT
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import tarfile
 import time
@@ -23,9 +24,9 @@ import httpx
 import pytest
 from containerkit import Cluster, Pod, build_image, docker, require_docker, wait_for_probes
 from deploy_tools import K8S, kustomize
-from moto.server import ThreadedMotoServer
 from PIL import Image
 from sqlalchemy import text
+from tests.motokit import free_port, moto_server
 from tests.testdata import FACES
 
 from facegate.database import create_engine_from_url, current_revision, head_revision
@@ -34,14 +35,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS = "redis://127.0.0.1:6379/0"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def find(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -77,13 +70,8 @@ def image() -> str:
 
 @pytest.fixture(scope="module")
 def moto() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="module")
@@ -267,3 +255,25 @@ def test_a_physical_tenants_job_runs_on_its_own_worker_container(deployment: Dep
     job = _run_job(deployment, "tenant-a")
     assert job["id"] in deployment.cluster.logs(deployment.workloads["tenant-a-worker"].name)
     assert job["id"] not in deployment.cluster.logs(deployment.workloads["shared-worker"].name)
+
+
+def test_the_cuda_variant_holds_onnxruntime_gpu_and_the_nvidia_libraries() -> None:
+    """Built on request (a few GB of NVIDIA wheels): FACEGATE_TEST_IMAGE_CUDA=1. It cannot run
+    CUDA here (no GPU); what it contains is checked."""
+    require_docker()
+    if os.environ.get("FACEGATE_TEST_IMAGE_CUDA") != "1":
+        pytest.skip("set FACEGATE_TEST_IMAGE_CUDA=1 to build and check the cuda variant")
+    image = build_image("cuda")
+    script = (
+        "import importlib.metadata as m, onnxruntime, pathlib, sys;"
+        "print(sorted(onnxruntime.get_available_providers()));"
+        "print(m.version('onnxruntime-gpu'));"
+        "print(sorted(p.name for p in pathlib.Path(sys.prefix).rglob('lib*.so*')"
+        " if p.name.startswith(('libcudnn.so', 'libcublas.so', 'libcudart.so'))))"
+    )
+    out = docker("run", "--rm", "--network", "host", "--entrypoint", "python", image, "-c", script)
+    providers, version, libraries = out.strip().splitlines()
+    assert "CUDAExecutionProvider" in providers
+    assert version == "1.31.1"
+    for library in ("libcudnn.so.9", "libcublas.so.13", "libcudart.so.13"):
+        assert library in libraries, libraries

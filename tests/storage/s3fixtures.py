@@ -4,7 +4,6 @@ on loopback (the real S3 protocol over HTTP, no AWS account), and stores on fres
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,28 +11,17 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 from storagefactories import S3Factory
+from tests.motokit import moto_server
 
 from facegate.resilience import BreakerConfig, CircuitBreaker
 from facegate.storage.s3 import S3Options, S3Store
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture(scope="session")
