@@ -148,7 +148,29 @@ class Cluster:
         env.update(self.extra_env)
         return env
 
-    def _volume_args(self, pod: Pod) -> list[str]:
+    def _folder(self, name: str) -> Path:
+        """A host folder to bind-mount (readable by the container's user: pytest's temporary
+        folders are the owner's only)."""
+        folder = self.workdir / name
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)
+        return folder
+
+    def _secret_folder(self, pod: Pod, secret: dict[str, Any], group: int) -> Path:
+        """A Secret volume as the kubelet makes it: the listed items (or every key), each of
+        ``defaultMode`` (0644 by default), group-owned by the pod's fsGroup when it has one."""
+        data = self.secrets.get(secret["secretName"])
+        if data is None:
+            raise ContractError(f"{pod.name}: Secret {secret['secretName']} does not exist")
+        items = secret.get("items") or [{"key": key, "path": key} for key in data]
+        folder = self._folder(f"secret-{secret['secretName']}-{uuid.uuid4().hex[:6]}")
+        has_fs_group = "fsGroup" in pod.spec.get("securityContext", {})
+        for item in items:
+            path = folder / item["path"]
+            path.write_text(data[item["key"]])
+            os.chown(path, 0, group if has_fs_group else 0)
+            path.chmod(item.get("mode", secret.get("defaultMode", 0o644)))
+        return folder
         volumes = {volume["name"]: volume for volume in pod.spec.get("volumes", [])}
         security = pod.security
         group = pod.spec.get("securityContext", {}).get("fsGroup", security.get("runAsGroup", 0))
@@ -167,14 +189,14 @@ class Cluster:
                          f"gid={group},mode=0770"]  # fmt: skip
             elif "configMap" in volume:
                 data = self.config_maps[volume["configMap"]["name"]]
-                folder = self.workdir / f"cm-{volume['configMap']['name']}"
-                folder.mkdir(exist_ok=True)
+                folder = self._folder(f"cm-{volume['configMap']['name']}")
                 for key, text in data.items():
                     (folder / key).write_text(text)
                 args += ["-v", f"{folder}:{target}:ro"]
+            elif "secret" in volume:
+                args += ["-v", f"{self._secret_folder(pod, volume['secret'], group)}:{target}:ro"]
             elif "persistentVolumeClaim" in volume:
-                folder = self.workdir / f"pvc-{volume['persistentVolumeClaim']['claimName']}"
-                folder.mkdir(exist_ok=True)
+                folder = self._folder(f"pvc-{volume['persistentVolumeClaim']['claimName']}")
                 read_only = mount.get("readOnly") or volume["persistentVolumeClaim"].get("readOnly")
                 args += ["-v", f"{folder}:{target}:{'ro' if read_only else 'rw'}"]
             else:

@@ -38,6 +38,10 @@ CONTAINER_SECURITY: Manifest = {
 }
 
 
+PROVENANCE_DIR = "/etc/facegate/provenance"
+PROVENANCE_FILES = ("signer.key", "signer.pem", "ca.pem")
+
+
 def _probe(path: str) -> Manifest:
     # Knative rewrites probes to its queue-proxy; the port, if given, must be the container's.
     return {"httpGet": {"path": path, "port": HTTP_PORT}, "periodSeconds": 10, "timeoutSeconds": 3}
@@ -52,6 +56,7 @@ def knative_service(policy: DeployPolicy) -> Manifest:
         {"name": "FACEGATE_HOST", "value": "0.0.0.0"},
         {"name": "FACEGATE_PORT", "value": str(HTTP_PORT)},
         {"name": "FACEGATE_DATA_DIR", "value": "/var/lib/facegate"},
+        {"name": "FACEGATE_PROVENANCE_DIR", "value": PROVENANCE_DIR},
         {"name": "PROMETHEUS_MULTIPROC_DIR", "value": "/tmp/metrics"},
         {"name": "FACEGATE_SCHEMA_ON_START", "value": "check"},
         {
@@ -71,10 +76,22 @@ def knative_service(policy: DeployPolicy) -> Manifest:
     mounts = [
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "data", "mountPath": "/var/lib/facegate"},
+        {"name": "provenance", "mountPath": PROVENANCE_DIR, "readOnly": True},
     ]
     volumes: list[Manifest] = [
         {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
         {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+        {
+            # The installation's signing identity (docs/provenance.md): `serve` runs workers,
+            # which sign every result and do not start without it. World-readable inside the
+            # pod: without a pod securityContext there is no fsGroup to give it to.
+            "name": "provenance",
+            "secret": {
+                "secretName": "facegate-provenance",
+                "defaultMode": 0o444,
+                "items": [{"key": name, "path": name} for name in PROVENANCE_FILES],
+            },
+        },
     ]
     annotations = {
         "autoscaling.knative.dev/min-scale": str(min(policy.min_replicas, policy.replica_cap)),
