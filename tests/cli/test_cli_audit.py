@@ -46,6 +46,11 @@ OTHER_COMMANDS = {
     "audit list",
     "audit verify",
     "bans list",
+    # The schema, not a policy: upgrade brings it to the release's head (the audit table
+    # itself is one of its migrations), current and check read it.
+    "db check",
+    "db current",
+    "db upgrade",
     "deploy overlay",
     "jobs list",
     "key list",

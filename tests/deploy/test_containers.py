@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 import tarfile
 import time
 import uuid
@@ -30,6 +31,7 @@ from tests.motokit import free_port, moto_server
 from tests.testdata import FACES
 
 from facegate.database import create_engine_from_url, current_revision, head_revision
+from facegate.deploy.knative import PROVENANCE_FILES
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -90,6 +92,15 @@ def deployment(
         "aws-access-key-id": "facegate-test",
         "aws-secret-access-key": "facegate-test-secret",
     }
+    # The installation's signing identity, as docs/deploy.md makes it (an audit database of
+    # its own: the test's schema stays empty for the migration step).
+    identity = tmp_path_factory.mktemp("provenance")
+    subprocess.run(
+        [str(Path(sys.executable).parent / "facegate"), "provenance", "init",
+         "--dir", str(identity), "--database-url", f"sqlite:///{identity}/audit.db"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    provenance = {name: (identity / name).read_text() for name in PROVENANCE_FILES}
     logical = kustomize(K8S / "logical")
     tenant_a = kustomize(K8S / "tenants" / "tenant-a")
     tenant_rare = kustomize(K8S / "tenants" / "tenant-rare")
@@ -97,7 +108,7 @@ def deployment(
     cluster = Cluster(
         image=image,
         workdir=tmp_path_factory.mktemp("pods"),
-        secrets={"facegate-secrets": secret},
+        secrets={"facegate-secrets": secret, "facegate-provenance": provenance},
         config_maps={"facegate-tenants": tenants["data"]},
         extra_env={"FACEGATE_RATE_LIMIT_KEY_PREFIX": f"fgtest-{uuid.uuid4().hex[:8]}"},
     )
