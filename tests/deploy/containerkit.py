@@ -47,7 +47,7 @@ BUILD_TIMEOUT = 1800
 def docker_available() -> bool:
     if shutil.which("docker") is None:
         return False
-    result = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=30)
+    result = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=120)
     return result.returncode == 0
 
 
@@ -171,6 +171,8 @@ class Cluster:
             os.chown(path, 0, group if has_fs_group else 0)
             path.chmod(item.get("mode", secret.get("defaultMode", 0o644)))
         return folder
+
+    def _volume_args(self, pod: Pod) -> list[str]:
         volumes = {volume["name"]: volume for volume in pod.spec.get("volumes", [])}
         security = pod.security
         group = pod.spec.get("securityContext", {}).get("fsGroup", security.get("runAsGroup", 0))

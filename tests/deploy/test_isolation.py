@@ -202,3 +202,17 @@ def test_regeneration_keeps_operator_edits_applies_the_change_and_reports_stale_
     before = {p.name: p.read_text() for p in (tenant / "generated").iterdir()}
     assert "no longer" not in _overlay(k8s_copy, "--tenant", "rt", "--from-flags")
     assert {p.name: p.read_text() for p in (tenant / "generated").iterdir()} == before
+
+
+def test_knative_warm_up_needs_the_model_store_flag(k8s_copy: Path) -> None:
+    args = ["--tenant", "rare", "--from-flags", "--autoscaler", "knative", "--warmup", "swapper"]
+    refused = CliRunner().invoke(main, ["deploy", "overlay", "--k8s-root", str(k8s_copy), *args])
+    assert refused.exit_code == 2
+    assert "kubernetes.podspec-persistent-volume-claim" in refused.output
+    _overlay(k8s_copy, *args, "--knative-models-pvc")
+    (service,) = [d for d in kustomize(k8s_copy / "tenants" / "rare") if d["kind"] == "Service"]
+    spec = service["spec"]["template"]["spec"]
+    assert {"name": "models", "persistentVolumeClaim": {"claimName": "facegate-models",
+            "readOnly": True}} in spec["volumes"]  # fmt: skip
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert (env["FACEGATE_WARMUP_MODELS"], env["FACEGATE_MODELS_DIR"]) == ("swapper", "/models")

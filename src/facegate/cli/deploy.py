@@ -53,8 +53,19 @@ def deploy() -> None:
 @click.option("--max-replicas", type=click.IntRange(min=1), default=None, help="[8]")
 @click.option("--image", default=None, help="Container image (default: the release image).")
 @click.option("--model-tag", default=None, help="MODEL_TAG for the tenant's pods.")
-@click.option("--warmup", "warmup_models", multiple=True, help="Model to preload (repeatable).")
+@click.option(
+    "--warmup",
+    "warmup_models",
+    multiple=True,
+    help="Model to preload (repeatable; --warmup '' clears the stored list).",
+)
 @click.option("--domain", default=None, help="Knative tenants: served at <tenant>.<domain>.")
+@click.option(
+    "--knative-models-pvc/--no-knative-models-pvc",
+    default=None,
+    help="Knative tenants: mount the model store (needs Knative's "
+    "kubernetes.podspec-persistent-volume-claim flag). Required by --warmup.",
+)
 @click.option("--data-namespace", default=None, help="Namespace of PostgreSQL/Redis/MinIO.")
 @click.option("--backend-cidr", "cidrs", multiple=True, help="CIDR of a managed backend.")
 @click.option("--from-flags", is_flag=True, help="Ignore the database; use the flags only.")
@@ -109,7 +120,7 @@ def overlay(
         values["backends"] = backends
     explicit = {key: value for key, value in flags.items() if value not in (None, ())}
     if "warmup_models" in explicit:
-        explicit["warmup_models"] = list(explicit["warmup_models"])
+        explicit["warmup_models"] = [name for name in explicit["warmup_models"] if name]
     if stored is not None:
         isolation, policy_values = stored
         click.echo(f"policy of {tenant_id!r} read from the database", err=True)

@@ -61,6 +61,10 @@ class DeployPolicy:
     knative_namespace: str = "knative-serving"
     knative_gateway_namespace: str = "kourier-system"
     domain: str = "facegate.example.com"
+    # Mount the model store (the facegate-models PVC) in the Knative Service: needs Knative's
+    # kubernetes.podspec-persistent-volume-claim flag, off on a default install. Without it
+    # the pod has only the image's built-in models, so no warm-up list of store models.
+    knative_models_pvc: bool = False
     monitoring_namespace: str = "monitoring"
     image: str = "ghcr.io/facegate/facegate:0.1.0"
     # GPU workers: the image's cuda variant (onnxruntime-gpu), and the nodes that have GPUs
@@ -91,6 +95,12 @@ class DeployPolicy:
             raise DeployPolicyError("max_concurrent_jobs must be >= 1")
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
             raise DeployPolicyError("replicas must satisfy 0 <= min <= max and max >= 1")
+        if self.autoscaler == "knative" and self.warmup_models and not self.knative_models_pvc:
+            raise DeployPolicyError(
+                "warm-up models come from the model store, which a Knative Service mounts only "
+                "with knative_models_pvc (--knative-models-pvc) and Knative's "
+                "kubernetes.podspec-persistent-volume-claim flag enabled"
+            )
         name, _, tag = self.image.rpartition(":")
         if "@" not in self.image and (not name or "/" in tag):
             raise DeployPolicyError(f"image {self.image!r} needs a tag or a digest")
