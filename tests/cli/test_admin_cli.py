@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -108,3 +109,26 @@ def test_serve_and_api_say_when_their_port_is_taken(tmp_path: Path) -> None:
             assert result.exit_code == 1, result.output
             assert f"cannot listen on 127.0.0.1:{port}" in result.output
             assert "--port or FACEGATE_PORT" in result.output
+
+
+def test_deploy_overlay_refuses_a_flag_the_database_contradicts(tmp_path: Path) -> None:
+    """The policy numbers come from the database; a flag saying otherwise used to be dropped
+    in silence (the README's `deploy overlay --device-limit 2` did nothing)."""
+    k8s = tmp_path / "k8s"
+    shutil.copytree(ROOT / "deploy" / "k8s", k8s)
+    env = {"FACEGATE_DATABASE_URL": f"sqlite:///{tmp_path}/f.db"}
+    runner = CliRunner()
+    applied = runner.invoke(
+        main, ["tenant", "apply", "-f", str(ROOT / "examples/tenants.yaml")], env=env
+    )
+    assert applied.exit_code == 0, applied.output
+    overlay = ["deploy", "overlay", "--k8s-root", str(k8s), "--tenant", "studio-pro-01"]
+    refused = runner.invoke(main, [*overlay, "--device-limit", "3"], env=env)
+    agreed = runner.invoke(main, [*overlay, "--device-limit", "2"], env=env)
+    assert refused.exit_code == 2
+    assert (
+        "--device-limit 3 contradicts the policy of 'studio-pro-01' in the database"
+        in refused.output
+    )
+    assert "(device_limit 2)" in refused.output
+    assert agreed.exit_code == 0, agreed.output

@@ -135,8 +135,13 @@ def test_policy_is_read_from_the_database_when_the_tenant_exists(
         session.add(tenant)
     engine.dispose()
     monkeypatch.setenv("FACEGATE_DATABASE_URL", url)
-    # the flag says 1 GPU; the database (the source of truth) says 5
-    _overlay(k8s_copy, "--tenant", "db-studio", "--device-limit", "1")
+    # the flag says 1 GPU, the database (the source of truth) says 5: refused, naming both
+    args = ["deploy", "overlay", "--k8s-root", str(k8s_copy), "--tenant", "db-studio"]
+    refused = CliRunner().invoke(main, [*args, "--device-limit", "1"])
+    assert refused.exit_code == 2
+    assert "--device-limit 1 contradicts" in refused.output
+    assert "(device_limit 5)" in refused.output
+    _overlay(k8s_copy, "--tenant", "db-studio")
     documents = kustomize(k8s_copy / "tenants" / "db-studio")
     assert_isolated("db-studio", documents, 5)
     # an unknown tenant falls back to the flags

@@ -125,11 +125,20 @@ def overlay(
         isolation, policy_values = stored
         click.echo(f"policy of {tenant_id!r} read from the database", err=True)
         values["isolation"] = isolation
-        # The database is the source of truth for the policy numbers.
+        # The database is the source of truth for the policy numbers: a flag saying otherwise
+        # is refused, never dropped in silence.
         for key in ("device_limit", "max_concurrent_jobs", "storage_quota_bytes"):
-            explicit.pop(key, None)
-            if policy_values.get(key) is not None:
-                values[key] = policy_values[key]
+            given = explicit.pop(key, None)
+            in_database = policy_values.get(key)
+            if given is not None and in_database is not None and given != in_database:
+                flag = "--" + key.replace("_", "-")
+                raise click.UsageError(
+                    f"{flag} {given} contradicts the policy of {tenant_id!r} in the database "
+                    f"({key} {in_database}): change the policy (facegate tenant apply) and "
+                    "re-run, or pass --from-flags to ignore the database"
+                )
+            if in_database is not None:
+                values[key] = in_database
     values.update(explicit)
     try:
         policy = DeployPolicy.from_inputs(values)
