@@ -144,18 +144,15 @@ def test_a_200_mb_body_is_refused_from_its_headers(
         assert int(str(problem["limit_value"])) < ANNOUNCED
 
 
+def admin_json_request(base: str, keys: dict[str, str], framing: dict[str, str]) -> socket.socket:
+    """A platform admin's JSON request to create a tenant, headers sent, body to follow."""
+    headers = {"Authorization": f"Bearer {keys['admin']}", "Content-Type": "application/json"}
+    return open_request(base, "POST", "/v1/admin/tenants", {**headers, **framing})
+
+
 def test_a_chunked_body_is_stopped_at_the_budget(live: tuple[str, dict[str, str]]) -> None:
     base, keys = live
-    sock = open_request(
-        base,
-        "POST",
-        "/v1/admin/tenants",
-        {
-            "Authorization": f"Bearer {keys['admin']}",
-            "Transfer-Encoding": "chunked",
-            "Content-Type": "application/json",
-        },
-    )
+    sock = admin_json_request(base, keys, {"Transfer-Encoding": "chunked"})
     chunk = b"x" * 65536
     try:
         # 2 MB in 64 KB chunks against the 1 MB JSON budget; the server stops reading
@@ -171,16 +168,7 @@ def test_a_chunked_body_is_stopped_at_the_budget(live: tuple[str, dict[str, str]
 
 def test_a_dripping_body_times_out(live: tuple[str, dict[str, str]]) -> None:
     base, keys = live
-    sock = open_request(
-        base,
-        "POST",
-        "/v1/admin/tenants",
-        {
-            "Authorization": f"Bearer {keys['admin']}",
-            "Content-Length": "1000",
-            "Content-Type": "application/json",
-        },
-    )
+    sock = admin_json_request(base, keys, {"Content-Length": "1000"})
     started = time.monotonic()
     try:
         for _ in range(20):  # a byte every 0.3 s: far under 1000 bytes/s

@@ -6,28 +6,15 @@ from __future__ import annotations
 import io
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-import structlog
 from tests.conftest import make_settings
 from tests.liveserver import serving
 
 from facegate.api.app import create_app
-from facegate.observability.logging import set_log_output
 
 
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    set_log_output(stream)
-    yield stream
-    set_log_output(None)
-    structlog.reset_defaults()
-
-
-def test_pipelined_requests_log_their_own_ids(tmp_path: Path, log_stream: io.StringIO) -> None:
+def test_pipelined_requests_log_their_own_ids(tmp_path: Path, captured_logs: io.StringIO) -> None:
     """Requests sent back to back on one connection (HTTP/1.1 pipelining): uvicorn starts
     the next one from inside the previous one's task, context included."""
     sent = [f"request-{n:04d}-pipelined" for n in range(5)]
@@ -46,6 +33,6 @@ def test_pipelined_requests_log_their_own_ids(tmp_path: Path, log_stream: io.Str
                 if not chunk:
                     break
                 received += chunk
-    lines = [json.loads(line) for line in log_stream.getvalue().splitlines() if line[:1] == "{"]
+    lines = [json.loads(line) for line in captured_logs.getvalue().splitlines() if line[:1] == "{"]
     logged = [line["request_id"] for line in lines if line["event"] == "http.request"]
     assert logged == sent

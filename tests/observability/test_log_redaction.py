@@ -3,15 +3,9 @@ with credentials masked, every configured secret masked wherever it appears."""
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-import structlog
-
-from facegate.observability.logging import set_log_output
 from facegate.observability.redaction import MASK, Redactor
 
 DATABASE_PASSWORD = "pg-Pa55word-never-logged"
@@ -19,16 +13,7 @@ REDIS_PASSWORD = "redis-S3cret-never-logged"
 JWT_SECRET = "hs-secret-never-logged-0123456789abcdef"
 
 
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    set_log_output(stream)
-    yield stream
-    set_log_output(None)
-    structlog.reset_defaults()
-
-
-async def test_a_500_logs_no_secret_and_no_locals(make_client: Any, log_stream: Any) -> None:
+async def test_a_500_logs_no_secret_and_no_locals(make_client: Any, captured_logs: Any) -> None:
     settings = {
         "redis_url": f"redis://:{REDIS_PASSWORD}@127.0.0.1:9/0",  # unreachable: fails open
         "jwt_hs_secret": JWT_SECRET,
@@ -46,7 +31,7 @@ async def test_a_500_logs_no_secret_and_no_locals(make_client: Any, log_stream: 
 
         response = await h.client.get("/boom")
     assert response.status_code == 500
-    text = log_stream.getvalue()
+    text = captured_logs.getvalue()
     lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     failure = next(line for line in lines if line["event"] == "unhandled error")
     assert failure["exception"][0]["exc_type"] == "RuntimeError"
