@@ -45,6 +45,7 @@ def create_keys(url: str) -> dict[str, str]:
             return {
                 "acme": service.create_key("acme", KeyCreate(scopes=scopes)).token,
                 "acme-read": service.create_key("acme", KeyCreate(scopes=["jobs:read"])).token,
+                "acme-admin": service.create_key("acme", KeyCreate(scopes=["tenant:admin"])).token,
                 "globex": service.create_key("globex", KeyCreate(scopes=scopes)).token,
                 "admin": service.create_key("ops", KeyCreate(scopes=["admin"])).token,
             }
@@ -125,6 +126,9 @@ def announce(base: str, path: str, **headers: str) -> tuple[int, dict[str, objec
         ("/v1/jobs", "Bearer garbage", 401),
         ("/v1/jobs", "acme-read", 403),
         ("/v1/admin/tenants", "acme", 403),
+        # The route's own tenant check, before the body: another tenant's id is a 404.
+        ("/v1/admin/tenants/globex/keys", "acme-admin", 404),
+        ("/v1/admin/tenants/acme/keys", "acme-admin", 413),
         ("/v1/jobs", "acme", 413),
         ("/v1/admin/tenants", "admin", 413),
     ],

@@ -5,9 +5,10 @@ without this a client with no credentials could make the server buffer hundreds 
 megabytes before learning it gets a 401. For every request that carries a body this
 middleware, innermost of the gateway's:
 
-1. matches the route and, when the route needs a principal, **authenticates from the
-   headers** and checks the route's scope (401/403 without reading the body; a failed
-   authentication counts towards the client IP's ban, see ``api.deps``);
+1. matches the route and, when the route needs a principal, runs **the route's own
+   principal dependency from the headers** (its scope, its tenant check: 401/403/404
+   without reading the body; a failed authentication counts towards the client IP's ban,
+   see ``api.deps``);
 2. sets the route's **budget**: JSON bodies ``max_json_body_bytes``; uploads the tenant's
    ``max_input_bytes`` twice (a target at its cap and sources beside it) plus the form's
    overhead; a route marked with :func:`body_budget` the setting it names (model files
@@ -36,9 +37,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from facegate.api.deps import PrincipalScheme, get_principal, get_state
+from facegate.api.deps import PrincipalScheme, get_state
 from facegate.api.errors import (
-    Forbidden,
     PayloadTooLarge,
     ProblemError,
     RateLimited,
@@ -75,8 +75,7 @@ class RouteBody:
     """What a route's body needs before it may be read."""
 
     kind: BodyKind
-    authenticated: bool  # the route resolves a principal
-    scope: str | None  # the scope it requires, if any
+    scheme: PrincipalScheme | None  # the route's principal dependency, if it has one
     setting: str | None = None  # kind "setting": the Settings field holding the budget
 
 
@@ -90,13 +89,11 @@ def _schemes(dependant: Dependant) -> Iterator[PrincipalScheme]:
 def describe_route(route: APIRoute) -> RouteBody:
     """The body rules of ``route``, read from its declaration (its principal dependency and
     its body parameters)."""
-    schemes = list(_schemes(route.dependant))
-    scopes = [scheme.scope for scheme in schemes if scheme.scope is not None]
+    scheme = next(_schemes(route.dependant), None)
     setting: str | None = getattr(route.endpoint, _BUDGET_ATTRIBUTE, None)
     has_files = any(isinstance(p.field_info, params.File) for p in route.dependant.body_params)
     kind: BodyKind = "setting" if setting else ("upload" if has_files else "json")
-    scope = scopes[0] if scopes else None
-    return RouteBody(kind, authenticated=bool(schemes), scope=scope, setting=setting)
+    return RouteBody(kind, scheme=scheme, setting=setting)
 
 
 def has_body(scope: Scope) -> bool:
@@ -201,10 +198,13 @@ class BodyGuardMiddleware:
         return tenant
 
     def _route(self, scope: Scope) -> RouteBody | None:
-        route = RouteTable.of(scope["app"]).find(scope["method"], scope["path"])
-        if route is None:
+        found = RouteTable.of(scope["app"]).find(scope["method"], scope["path"])
+        if found is None:
             return None
-        scope["route"] = route  # metrics and logs label a refusal with its route too
+        route, path_params = found
+        # What routing will set anyway, set now: the principal dependency reads the path's
+        # tenant id, and metrics and logs label a refusal with its route.
+        scope["route"], scope["path_params"] = route, path_params
         known = self._routes.get(id(route))
         if known is None:
             known = self._routes[id(route)] = describe_route(route)
@@ -214,11 +214,8 @@ class BodyGuardMiddleware:
         """The body budget of this request, after authentication and the scope check."""
         route = self._route(scope)
         principal: Principal | None = None
-        if route is not None and route.authenticated:
-            request = Request(scope)
-            principal = await get_principal(request)
-            if route.scope is not None and not principal.has(route.scope):
-                raise Forbidden(f"this call needs the {route.scope!r} scope", scope=route.scope)
+        if route is not None and route.scheme is not None:
+            principal = await route.scheme(Request(scope))
         limit = await self._limit(scope, route, principal)
         length = declared_length(scope)
         if length is not None and length > limit:

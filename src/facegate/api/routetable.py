@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, iter_route_contexts
+from starlette.convertors import Convertor
 from starlette.routing import compile_path
 
 
 @dataclass(frozen=True)
 class Entry:
     pattern: re.Pattern[str]
+    convertors: dict[str, Convertor[Any]]
     methods: frozenset[str]
     route: APIRoute
 
@@ -42,15 +45,21 @@ class RouteTable:
         for context in iter_route_contexts(app.router.routes):
             route, path = context.original_route, context.path
             if isinstance(route, APIRoute) and path:
-                pattern = compile_path(path)[0]
-                entries.append(Entry(pattern, frozenset(context.methods or ()), route))
+                pattern, _, convertors = compile_path(path)
+                methods = frozenset(context.methods or ())
+                entries.append(Entry(pattern, convertors, methods, route))
         return cls(entries)
 
-    def find(self, method: str, path: str) -> APIRoute | None:
-        """The API route serving ``method`` on ``path``, if any."""
+    def find(self, method: str, path: str) -> tuple[APIRoute, dict[str, Any]] | None:
+        """The API route serving ``method`` on ``path`` and its path parameters (converted
+        as the router converts them), if any."""
         for entry in self.entries:
-            if method in entry.methods and entry.pattern.match(path):
-                return entry.route
+            if method in entry.methods and (matched := entry.pattern.match(path)):
+                params = {
+                    name: entry.convertors[name].convert(value)
+                    for name, value in matched.groupdict().items()
+                }
+                return entry.route, params
         return None
 
     def allowed(self, path: str) -> list[str]:
