@@ -45,6 +45,7 @@ from facegate.api.errors import (
     RequestTimeout,
 )
 from facegate.api.routetable import RouteTable
+from facegate.api.shedding import InFlight
 from facegate.database import session_scope
 from facegate.ratelimit.middleware import send_problem
 from facegate.settings import Settings
@@ -159,7 +160,7 @@ class BodyGuardMiddleware:
         # Bodies one tenant may be sending at once (its keys may be spread over many
         # addresses, which the per-client share cannot see).
         self.per_tenant = settings.max_in_flight_per_tenant or settings.max_in_flight_requests // 4
-        self.by_tenant: dict[str, int] = {}
+        self.by_tenant = InFlight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not has_body(scope):
@@ -176,9 +177,7 @@ class BodyGuardMiddleware:
             await self._run(scope, receive, send, budget)
         finally:
             if tenant is not None:
-                self.by_tenant[tenant] -= 1
-                if not self.by_tenant[tenant]:
-                    del self.by_tenant[tenant]
+                self.by_tenant.remove(tenant)
 
     def _hold_slot(self, scope: Scope) -> str | None:
         """Count this body against its tenant's share (429 when the share is full)."""
@@ -186,7 +185,7 @@ class BodyGuardMiddleware:
         if principal is None or not self.per_tenant:
             return None
         tenant = principal.tenant_id
-        held = self.by_tenant.get(tenant, 0)
+        held = self.by_tenant.held(tenant)
         if held >= self.per_tenant:
             raise RateLimited(
                 f"this tenant has {held} request bodies in flight already; retry later",
@@ -194,7 +193,7 @@ class BodyGuardMiddleware:
                 limit="max_in_flight_per_tenant",
                 limit_value=self.per_tenant,
             )
-        self.by_tenant[tenant] = held + 1
+        self.by_tenant.add(tenant)
         return tenant
 
     def _route(self, scope: Scope) -> RouteBody | None:

@@ -7,8 +7,9 @@ queue cap is a policy matter and stays in ``jobs.service`` (429).
 
 The in-flight slots are shared fairly: one client IP may hold at most ``per_client`` of
 them and requests without credentials together at most ``unauthenticated``, so one source
-of slow or abusive connections cannot take every slot (429 ``too-many-in-flight`` for
-that client, while everyone else is still served).
+of slow or abusive connections cannot take every slot (429 ``rate-limited`` naming
+``max_in_flight_per_client`` or ``max_in_flight_unauthenticated`` for that client, while
+everyone else is still served).
 
 Counting the queue takes a database query and a worker-thread hop, more than the rest of
 a submission's checks together, so :class:`QueuedEstimate` reuses a recent count while the
@@ -79,6 +80,27 @@ class QueuedEstimate:
         self._count += 1
 
 
+class InFlight:
+    """Requests in flight per key (a client IP, a tenant). Used on the event loop thread
+    only: no lock between a check and the add."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}
+
+    def held(self, key: str) -> int:
+        return self._held.get(key, 0)
+
+    def add(self, key: str) -> None:
+        self._held[key] = self.held(key) + 1
+
+    def remove(self, key: str) -> None:
+        left = self._held[key] - 1
+        if left:
+            self._held[key] = left
+        else:
+            del self._held[key]  # no entry left behind per address ever seen
+
+
 class LoadSheddingMiddleware:
     """Caps requests in flight (``max_in_flight``) and queued jobs (``max_queued``)."""
 
@@ -99,7 +121,7 @@ class LoadSheddingMiddleware:
         self.per_client = per_client
         self.unauthenticated = unauthenticated
         self.trusted_proxies = trusted_proxies
-        self.by_client: dict[str, int] = {}
+        self.by_client = InFlight()
         self.anonymous = 0
         self.max_queued = max_queued
         self.retry_after = retry_after
@@ -138,7 +160,7 @@ class LoadSheddingMiddleware:
             return
         # Counted on the event loop thread: no lock needed between the check and the add.
         self.in_flight += 1
-        self.by_client[ip] = self.by_client.get(ip, 0) + 1
+        self.by_client.add(ip)
         self.anonymous += anonymous
         try:
             if self.max_queued and scope.get("method") == "POST" and path == SUBMIT_PATH:
@@ -160,15 +182,11 @@ class LoadSheddingMiddleware:
         finally:
             self.in_flight -= 1
             self.anonymous -= anonymous
-            left = self.by_client[ip] - 1
-            if left:
-                self.by_client[ip] = left
-            else:
-                del self.by_client[ip]
+            self.by_client.remove(ip)
 
     def _share_refusal(self, ip: str, anonymous: bool) -> RateLimited | None:
         """A 429 when this client (or all credential-less requests) holds its share."""
-        if self.per_client and self.by_client.get(ip, 0) >= self.per_client:
+        if self.per_client and self.by_client.held(ip) >= self.per_client:
             limit, value, who = "max_in_flight_per_client", self.per_client, "this client has"
         elif anonymous and self.unauthenticated and self.anonymous >= self.unauthenticated:
             limit, value = "max_in_flight_unauthenticated", self.unauthenticated
