@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlalchemy.orm import Session
 
@@ -54,6 +55,12 @@ class Submission:
     consent: str | None = None
     actor: str = ""
 
+    @cached_property
+    def input_digests(self) -> list[bytes]:
+        """sha256 of each input, sources then the target: hashed once per submission
+        (the idempotency fingerprint and the stored inputs' audit both use them)."""
+        return [hashlib.sha256(data).digest() for data in [*self.sources, self.target]]
+
 
 @dataclass(frozen=True)
 class Submitted:
@@ -69,8 +76,8 @@ def request_fingerprint(request: Submission) -> str:
     digest = hashlib.sha256()
     for part in (request.options or "", request.consent or ""):
         digest.update(hashlib.sha256(part.encode()).digest())
-    for data in [*request.sources, request.target]:
-        digest.update(hashlib.sha256(data).digest())
+    for input_digest in request.input_digests:
+        digest.update(input_digest)
     return digest.hexdigest()
 
 
@@ -174,7 +181,10 @@ class JobService:
             for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
         ]
         uploads.append(("target", request.target, target_type))
-        hashes = {name: hashlib.sha256(data).hexdigest() for name, data, _ in uploads}
+        hashes = {
+            name: digest.hex()
+            for (name, _, _), digest in zip(uploads, request.input_digests, strict=True)
+        }
         attested = consent.record(
             tenant_id, request.actor, request.consent, list(hashes.items())[:-1]
         )
