@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     storage_url: str = "file://./var/storage"
     redis_url: str | None = None
     models_dir: Path = Path("./var/models")
+    # The cluster shape: the installation's models live in the object storage above (shared
+    # models under models/, a tenant's own under its prefix) and models_dir only caches the
+    # files a process used (an emptyDir in the manifests). Off: models_dir is the store.
+    models_in_storage: bool = False
     # The installation's default model tag (the specification's MODEL_TAG): used for every
     # model installed with that tag unless a tenant's policy pins or splits it.
     model_tag: str | None = None

@@ -10,6 +10,7 @@ Needs a docker daemon (CI=true as root starts one; see containerkit.INSTALL_HINT
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -20,13 +21,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import boto3
 import httpx
 import pytest
+import yaml
 from containerkit import Cluster, Pod, build_image, docker, require_docker, wait_for_probes
 from deploy_tools import K8S, kustomize
 from PIL import Image
 from sqlalchemy import text
+from tests.models.modelfiles import identity_model
 from tests.motokit import free_port, moto_server
 from tests.testdata import FACES
 
@@ -41,6 +46,17 @@ REDIS = "redis://127.0.0.1:6379/0"
 
 def find(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def with_custom_models(data: dict[str, str], tenant: str) -> dict[str, str]:
+    """The tenants ConfigMap's data with ``tenant`` allowed to upload its own models (and
+    to run the face enhancer they are for)."""
+    (name,) = data
+    declared = yaml.safe_load(data[name])
+    entry = next(t for t in declared["tenants"] if t["id"] == tenant)
+    entry["policy"]["allow_custom_models"] = True
+    entry["policy"]["allowed_processors"] = ["face_swapper", "face_enhancer"]
+    return {name: yaml.safe_dump(declared)}
 
 
 @dataclass
@@ -62,6 +78,7 @@ class Deployment:
     migration: tuple[int, str, float]
     workloads: dict[str, Running]
     api_pod: Pod
+    secret: dict[str, str]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +122,7 @@ def deployment(
     tenant_a = kustomize(K8S / "tenants" / "tenant-a")
     tenant_rare = kustomize(K8S / "tenants" / "tenant-rare")
     tenants = find(logical, "ConfigMap", "facegate-tenants")
+    tenants["data"] = with_custom_models(tenants["data"], "demo")
     cluster = Cluster(
         image=image,
         workdir=tmp_path_factory.mktemp("pods"),
@@ -131,7 +149,7 @@ def deployment(
             key: Running(name, pod, port, wait_for_probes(cluster, name, pod, port))
             for key, (name, pod, port) in started.items()
         }
-        yield Deployment(cluster, database_url, migration, workloads, pods["api"])
+        yield Deployment(cluster, database_url, migration, workloads, pods["api"], secret)
     finally:
         cluster.close()
         with admin.begin() as connection:
@@ -225,6 +243,20 @@ def _photo(name: str) -> bytes:
     return out.getvalue()
 
 
+def _finish(
+    client: httpx.Client, headers: dict[str, str], submitted: httpx.Response
+) -> dict[str, Any]:
+    """The submitted job once it ended (or after four minutes)."""
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["id"]
+    deadline = time.monotonic() + 240
+    while True:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
+        if job["status"] in {"succeeded", "failed", "cancelled"} or time.monotonic() > deadline:
+            return job
+        time.sleep(0.5)
+
+
 def _run_job(deployment: Deployment, tenant: str) -> dict[str, Any]:
     test_tenant_sync_applied_the_config_map(deployment)
     token = _key(deployment, tenant)
@@ -239,16 +271,9 @@ def _run_job(deployment: Deployment, tenant: str) -> dict[str, Any]:
                 ("target", ("t.jpg", _photo("man_frontal_beard_closeup.jpg"), "image/jpeg")),
             ],
         )
-        assert submitted.status_code == 202, submitted.text
-        job_id = submitted.json()["id"]
-        deadline = time.monotonic() + 240
-        while True:
-            job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
-            if job["status"] in {"succeeded", "failed", "cancelled"} or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        job = _finish(client, headers, submitted)
         assert job["status"] == "succeeded", job
-        result = client.get(f"/v1/jobs/{job_id}/result", headers=headers)
+        result = client.get(f"/v1/jobs/{job['id']}/result", headers=headers)
     assert result.status_code == 200
     assert [r.status_code for r in result.history] == [307]  # to a presigned S3 URL
     assert Image.open(io.BytesIO(result.content)).format == "JPEG"
@@ -261,6 +286,50 @@ def test_a_job_goes_api_container_to_shared_worker_container_to_result(
     job = _run_job(deployment, "demo")
     worker_logs = deployment.cluster.logs(deployment.workloads["shared-worker"].name)
     assert job["id"] in worker_logs
+
+
+def test_a_model_uploaded_to_the_api_container_runs_on_a_worker_container(
+    deployment: Deployment, moto: str
+) -> None:
+    """No volume is shared: the upload goes to the object storage under the tenant's prefix,
+    the worker container fetches it into its model cache (an emptyDir) and runs it."""
+    test_tenant_sync_applied_the_config_map(deployment)
+    headers = {"Authorization": f"Bearer {_key(deployment, 'demo')}"}
+    model = identity_model("input", "output", [1, 3, 512, 512])
+    with httpx.Client(base_url=deployment.workloads["api"].url, timeout=30) as client:
+        uploaded = client.post(
+            "/v1/models",
+            headers=headers,
+            files={"file": ("model.onnx", model, "application/octet-stream")},
+            data={"name": "studio_enhancer", "kind": "face_enhancer", "tag": "v1"},
+        )
+        assert uploaded.status_code == 201, uploaded.text
+        options = {
+            "processors": ["face_enhancer"],
+            "processor_options": {"face_enhancer": {"model": "studio_enhancer"}},
+        }
+        job = _finish(
+            client,
+            headers,
+            client.post(
+                "/v1/jobs",
+                headers=headers,
+                files=[
+                    ("target", ("t.jpg", _photo("man_frontal_beard_closeup.jpg"), "image/jpeg"))
+                ],
+                data={"options": json.dumps(options)},
+            ),
+        )
+    assert job["status"] == "succeeded", job
+    assert job["id"] in deployment.cluster.logs(deployment.workloads["shared-worker"].name)
+    bucket = urlsplit(deployment.secret["storage-url"]).netloc
+    s3 = boto3.client(
+        "s3", endpoint_url=moto, region_name="us-east-1",
+        aws_access_key_id="facegate-test", aws_secret_access_key="facegate-test-secret",
+    )  # fmt: skip
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="tenants/demo/models/studio_enhancer/v1/")
+    stored = {item["Key"].rsplit("/", 1)[1] for item in listed.get("Contents", [])}
+    assert stored == {"manifest.json", "model.onnx"}
 
 
 def test_a_physical_tenants_job_runs_on_its_own_worker_container(deployment: Deployment) -> None:

@@ -209,15 +209,32 @@ def test_regeneration_keeps_operator_edits_applies_the_change_and_reports_stale_
     assert {p.name: p.read_text() for p in (tenant / "generated").iterdir()} == before
 
 
-def test_knative_warm_up_needs_the_model_store_flag(k8s_copy: Path) -> None:
+def test_knative_pods_take_their_models_from_the_object_storage(k8s_copy: Path) -> None:
+    """No volume a default Knative install refuses: the warm-up list is fetched from the
+    object storage into an emptyDir cache, like every other pod's models."""
     args = ["--tenant", "rare", "--from-flags", "--autoscaler", "knative", "--warmup", "swapper"]
-    refused = CliRunner().invoke(main, ["deploy", "overlay", "--k8s-root", str(k8s_copy), *args])
-    assert refused.exit_code == 2
-    assert "kubernetes.podspec-persistent-volume-claim" in refused.output
-    _overlay(k8s_copy, *args, "--knative-models-pvc")
+    _overlay(k8s_copy, *args)
     (service,) = [d for d in kustomize(k8s_copy / "tenants" / "rare") if d["kind"] == "Service"]
     spec = service["spec"]["template"]["spec"]
-    assert {"name": "models", "persistentVolumeClaim": {"claimName": "facegate-models",
-            "readOnly": True}} in spec["volumes"]  # fmt: skip
+    assert {"name": "models", "emptyDir": {"sizeLimit": "20Gi"}} in spec["volumes"]
+    assert not any("persistentVolumeClaim" in volume for volume in spec["volumes"])
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    assert (env["FACEGATE_WARMUP_MODELS"], env["FACEGATE_MODELS_DIR"]) == ("swapper", "/models")
+    assert (env["FACEGATE_WARMUP_MODELS"], env["FACEGATE_MODELS_IN_STORAGE"]) == ("swapper", "true")
+    assert env["FACEGATE_MODELS_DIR"] == "/models"
+
+
+def test_inputs_stored_by_an_earlier_release_still_load(k8s_copy: Path) -> None:
+    """overlay-inputs.yaml written with the retired models-volume inputs regenerates (they
+    are dropped), while a real typo is still refused."""
+    _overlay(k8s_copy, "--tenant", "old", "--from-flags")
+    inputs = k8s_copy / "tenants" / "old" / "generated" / "overlay-inputs.yaml"
+    stored = inputs.read_text()
+    inputs.write_text(stored + "models_bytes: 21474836480\nknative_models_pvc: false\n")
+    _overlay(k8s_copy, "--tenant", "old", "--from-flags")
+    assert inputs.read_text() == stored
+    inputs.write_text(stored + "worker_cpus: 3\n")
+    refused = CliRunner().invoke(
+        main, ["deploy", "overlay", "--k8s-root", str(k8s_copy), "--tenant", "old", "--from-flags"]
+    )
+    assert refused.exit_code != 0
+    assert "worker_cpus" in refused.output

@@ -60,12 +60,6 @@ def deploy() -> None:
     help="Model to preload (repeatable; --warmup '' clears the stored list).",
 )
 @click.option("--domain", default=None, help="Knative tenants: served at <tenant>.<domain>.")
-@click.option(
-    "--knative-models-pvc/--no-knative-models-pvc",
-    default=None,
-    help="Knative tenants: mount the model store (needs Knative's "
-    "kubernetes.podspec-persistent-volume-claim flag). Required by --warmup.",
-)
 @click.option("--data-namespace", default=None, help="Namespace of PostgreSQL/Redis/MinIO.")
 @click.option("--backend-cidr", "cidrs", multiple=True, help="CIDR of a managed backend.")
 @click.option("--from-flags", is_flag=True, help="Ignore the database; use the flags only.")

@@ -1,6 +1,7 @@
 """``facegate models list|verify|add``: the model store from the command line.
 
-The store is ``FACEGATE_MODELS_DIR`` (or ``--models-dir``); nothing is ever downloaded: ``add``
+The store is the installation's (``FACEGATE_MODELS_DIR``, or the object storage with
+``FACEGATE_MODELS_IN_STORAGE``) or ``--models-dir``; nothing is ever downloaded: ``add``
 copies files an operator already has and records their sha256 in a fresh manifest.
 """
 
@@ -20,15 +21,21 @@ from facegate.observability.audit import MODEL_INSTALL, model_installed_details,
 
 
 def _store(models_dir: str | None) -> ModelStore:
+    """``--models-dir``: that folder; else the installation's store, wherever the settings
+    keep it (``FACEGATE_MODELS_IN_STORAGE``: the object storage)."""
     if models_dir is None:
+        from facegate.models.installed import installation_model_store
         from facegate.settings import get_settings
 
-        return ModelStore(get_settings().models_dir)
+        return installation_model_store(get_settings())
     return ModelStore(Path(models_dir))
 
 
 models_dir_option = click.option(
-    "--models-dir", envvar="FACEGATE_MODELS_DIR", default=None, help="Model store directory."
+    "--models-dir",
+    default=None,
+    help="A model folder to use instead of the installation's store (FACEGATE_MODELS_DIR, "
+    "or the object storage with FACEGATE_MODELS_IN_STORAGE).",
 )
 tenant_option = click.option("--tenant", default=None, help="A tenant's private models.")
 

@@ -4,8 +4,8 @@ workers serving only this tenant) that scales to zero and wakes on the next requ
 Written for a default Knative Serving install (its ``config-features`` as shipped): no
 pod-level ``securityContext`` (``kubernetes.podspec-securitycontext`` is disabled; every field
 we need is allowed on the container), no PersistentVolumeClaim
-(``kubernetes.podspec-persistent-volume-claim`` is disabled: the pod uses the models inside
-the image; ``knative_models_pvc`` mounts the store for operators who enable the flag), no
+(``kubernetes.podspec-persistent-volume-claim`` is disabled; the models come from the object
+storage like every pod's, cached in an ``emptyDir``), no
 nodeSelector/tolerations (disabled as well; the ``nvidia.com/gpu`` request alone places a GPU
 revision), ``emptyDir`` for the writable folders (enabled). A DomainMapping routes the
 tenant's host name to it through Knative's ingress.
@@ -79,12 +79,13 @@ def knative_service(policy: DeployPolicy) -> Manifest:
         {"name": "data", "mountPath": "/var/lib/facegate"},
         {"name": "provenance", "mountPath": PROVENANCE_DIR, "readOnly": True},
     ]
-    if policy.knative_models_pvc:  # needs kubernetes.podspec-persistent-volume-claim
-        env += [
-            {"name": "FACEGATE_MODELS_DIR", "value": "/models"},
-            {"name": "MODEL_PATH", "value": "/models"},
-        ]
-        mounts.append({"name": "models", "mountPath": "/models", "readOnly": True})
+    # The installation's models from the object storage, cached in an emptyDir.
+    env += [
+        {"name": "FACEGATE_MODELS_IN_STORAGE", "value": "true"},
+        {"name": "FACEGATE_MODELS_DIR", "value": "/models"},
+        {"name": "MODEL_PATH", "value": "/models"},
+    ]
+    mounts.append({"name": "models", "mountPath": "/models"})
     volumes: list[Manifest] = [
         {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
         {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
@@ -100,13 +101,7 @@ def knative_service(policy: DeployPolicy) -> Manifest:
             },
         },
     ]
-    if policy.knative_models_pvc:
-        volumes.append(
-            {
-                "name": "models",
-                "persistentVolumeClaim": {"claimName": "facegate-models", "readOnly": True},
-            }
-        )
+    volumes.append({"name": "models", "emptyDir": {"sizeLimit": "20Gi"}})
     annotations = {
         "autoscaling.knative.dev/min-scale": str(min(policy.min_replicas, policy.replica_cap)),
         "autoscaling.knative.dev/max-scale": str(policy.replica_cap),

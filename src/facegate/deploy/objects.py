@@ -65,8 +65,10 @@ def resource_quota(policy: DeployPolicy) -> Manifest:
         "requests.memory": f"{policy.worker_memory_gib * pods}Gi",
         "limits.memory": f"{policy.worker_memory_limit_gib * pods}Gi",
         "requests.nvidia.com/gpu": str(policy.device_limit),
-        "requests.storage": gibibytes(policy.storage_quota_bytes + policy.models_bytes),
-        "persistentvolumeclaims": "2",
+        # No volumes: files live in the object storage (the tenant's storage quota is the
+        # service's), scratch space and the model cache in emptyDirs.
+        "requests.storage": "0",
+        "persistentvolumeclaims": "0",
         "pods": str(pods + 1),
         "services": str(1 + 2 * KNATIVE_RETAINED_REVISIONS) if knative else "2",
         "services.loadbalancers": "0",

@@ -18,6 +18,12 @@ class DeployPolicyError(ValueError):
     """The policy cannot be deployed as asked (bad id, impossible numbers)."""
 
 
+# Inputs earlier releases stored that no longer shape an overlay: dropped when a stored
+# overlay-inputs.yaml is read, gone from the file it is rewritten to. Both belonged to the
+# models volume; the models now live in the object storage, cached in an emptyDir.
+RETIRED_INPUTS = frozenset({"models_bytes", "knative_models_pvc"})
+
+
 @dataclass(frozen=True)
 class Backends:
     """Where the data services are, for the egress NetworkPolicy of a tenant namespace.
@@ -47,7 +53,6 @@ class DeployPolicy:
     device_limit: int = 1
     max_concurrent_jobs: int = 2
     storage_quota_bytes: int = 10 * GIB
-    models_bytes: int = 20 * GIB
     worker_cpu: str = "2"
     worker_cpu_limit: str = "4"
     worker_memory_gib: int = 4
@@ -61,10 +66,6 @@ class DeployPolicy:
     knative_namespace: str = "knative-serving"
     knative_gateway_namespace: str = "kourier-system"
     domain: str = "facegate.example.com"
-    # Mount the model store (the facegate-models PVC) in the Knative Service: needs Knative's
-    # kubernetes.podspec-persistent-volume-claim flag, off on a default install. Without it
-    # the pod has only the image's built-in models, so no warm-up list of store models.
-    knative_models_pvc: bool = False
     monitoring_namespace: str = "monitoring"
     image: str = "ghcr.io/facegate/facegate:0.1.0"
     # GPU workers: the image's cuda variant (onnxruntime-gpu), and the nodes that have GPUs
@@ -88,19 +89,13 @@ class DeployPolicy:
             raise DeployPolicyError(f"unknown isolation {self.isolation!r}")
         if self.autoscaler not in ("hpa", "keda", "knative"):
             raise DeployPolicyError(f"unknown autoscaler {self.autoscaler!r}")
-        for name in ("device_limit", "storage_quota_bytes", "models_bytes"):
+        for name in ("device_limit", "storage_quota_bytes"):
             if getattr(self, name) < 0:
                 raise DeployPolicyError(f"{name} must be >= 0")
         if self.max_concurrent_jobs < 1:
             raise DeployPolicyError("max_concurrent_jobs must be >= 1")
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
             raise DeployPolicyError("replicas must satisfy 0 <= min <= max and max >= 1")
-        if self.autoscaler == "knative" and self.warmup_models and not self.knative_models_pvc:
-            raise DeployPolicyError(
-                "warm-up models come from the model store, which a Knative Service mounts only "
-                "with knative_models_pvc (--knative-models-pvc) and Knative's "
-                "kubernetes.podspec-persistent-volume-claim flag enabled"
-            )
         name, _, tag = self.image.rpartition(":")
         if "@" not in self.image and (not name or "/" in tag):
             raise DeployPolicyError(f"image {self.image!r} needs a tag or a digest")
@@ -166,6 +161,7 @@ class DeployPolicy:
         """The policy :meth:`inputs` described; unknown keys are an error (a typo in the
         stored file must not be dropped silently)."""
         known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in values.items() if k not in RETIRED_INPUTS}
         unknown = set(values) - known
         if unknown:
             raise DeployPolicyError(f"unknown overlay inputs: {', '.join(sorted(unknown))}")

@@ -61,7 +61,7 @@ def _resources(policy: DeployPolicy) -> Manifest:
     limits: dict[str, Any] = {
         "cpu": policy.worker_cpu_limit,
         "memory": f"{policy.worker_memory_limit_gib}Gi",
-        "ephemeral-storage": "8Gi",
+        "ephemeral-storage": "28Gi",  # /tmp (8Gi) and the model cache (20Gi) emptyDirs
     }
     if policy.gpu_per_worker:
         requests["nvidia.com/gpu"] = policy.gpu_per_worker

@@ -41,8 +41,8 @@ from facegate.jobs.schemas import (
 from facegate.jobs.service import JobService, Submission, Submitted, request_fingerprint
 from facegate.models.installed import (
     check_spec_installed,
+    installation_model_store,
     installed_models,
-    model_store_for,
     processor_installed,
 )
 from facegate.observability.jobs import audit_submission, observe_submitted
@@ -138,7 +138,7 @@ def submit_job(
             # looking up.
             spec = parse_options(options)
             check_spec_allowed(spec, policy)
-            models = model_store_for(state.settings.models_dir)
+            models = installation_model_store(state.settings)
             check_spec_installed(spec, principal.tenant_id, models)
             submission = Submission(
                 tenant_id=principal.tenant_id,
@@ -300,7 +300,7 @@ def get_capabilities(
     policy = TenancyService(session).get_policy(principal.tenant_id)
     settings = get_state(request).settings
     store = tenant_store_for(settings.storage_url)
-    models = model_store_for(settings.models_dir)
+    models = installation_model_store(settings)
     tenant = principal.tenant_id
     processors = [
         p

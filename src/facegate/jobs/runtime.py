@@ -17,7 +17,7 @@ from facegate.jobs.claim_postgres import PostgresClaimer, ServedTenants
 from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.models.requests import use_installation_models
 from facegate.provenance.marker import marker_for
-from facegate.storage.factory import store_from_url
+from facegate.storage.factory import shared_object_store
 from facegate.storage.tenant import TenantStore
 
 # Running pools by database URL, so a submission can wake an idle worker at once.
@@ -27,7 +27,7 @@ _POOLS: dict[str, WorkerPool] = {}
 @lru_cache(maxsize=16)
 def tenant_store_for(storage_url: str) -> TenantStore:
     """One TenantStore per storage URL per process (a ``memory://`` store is then shared)."""
-    return TenantStore(store_from_url(storage_url))
+    return TenantStore(shared_object_store(storage_url))
 
 
 def write_sessions(state: AppState) -> sessionmaker[Session]:

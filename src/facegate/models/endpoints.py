@@ -11,7 +11,7 @@ from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.engine.models.manifest import MODEL_KINDS
-from facegate.models.installed import model_store_for
+from facegate.models.installed import installation_model_store
 from facegate.models.schemas import ModelList, ModelOut
 from facegate.models.service import ModelService
 from facegate.observability.audit import (
@@ -31,7 +31,7 @@ WritePrincipal = Annotated[Principal, scoped("jobs:write")]
 
 def _service(request: Request) -> ModelService:
     settings = get_state(request).settings
-    return ModelService(model_store_for(settings.models_dir), settings.max_model_bytes)
+    return ModelService(installation_model_store(settings), settings.max_model_bytes)
 
 
 @router.post(

@@ -13,6 +13,9 @@ from facegate.engine.models.manifest import SAFE_NAME
 from facegate.engine.models.store import ModelStore
 from facegate.engine.models.swap_models import SWAPPERS
 from facegate.engine.pipeline import PipelineSpec
+from facegate.settings import Settings
+from facegate.storage.factory import shared_object_store
+from facegate.storage.remote_models import ObjectStorageModels
 
 RECOGNIZER = "arcface_w600k_r50"
 BUILTIN_SWAP_BACKENDS = frozenset({"mesh_warp"})
@@ -26,10 +29,19 @@ DEFAULT_MODELS: dict[str, str] = {
 MODEL_PROCESSORS = frozenset(DEFAULT_MODELS)
 
 
+def installation_model_store(settings: Settings) -> ModelStore:
+    """The installation's model store, one per process and configuration (it caches sha256
+    checks and listings): the models folder, or with ``FACEGATE_MODELS_IN_STORAGE`` (the
+    cluster shape) the shared object storage, the folder then only caching its files."""
+    return _model_store(
+        settings.models_dir, settings.storage_url if settings.models_in_storage else None
+    )
+
+
 @lru_cache(maxsize=8)
-def model_store_for(models_dir: Path) -> ModelStore:
-    """One store per models directory (it caches sha256 checks)."""
-    return ModelStore(Path(models_dir))
+def _model_store(models_dir: Path, storage_url: str | None) -> ModelStore:
+    remote = ObjectStorageModels(shared_object_store(storage_url)) if storage_url else None
+    return ModelStore(Path(models_dir), remote=remote)
 
 
 def needed_models(processor: str, model: str) -> list[str]:

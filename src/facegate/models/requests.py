@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.models.tags import ModelRequest, TagPolicy
+from facegate.models.installed import installation_model_store
 from facegate.settings import Settings, warmup_list
 from facegate.tenancy.models import Policy
 
@@ -30,8 +31,10 @@ def model_request_for(tenant_id: str, job_id: str, policy: Policy) -> ModelReque
 def use_installation_models(settings: Settings) -> None:
     """Point the engine at the installation's model store, with its MODEL_TAG default and
     warm-up list (called once where workers start: embedded and cluster)."""
-    from facegate.engine.models.hub import use_models_dir  # lazily: pulls in onnxruntime
+    from facegate.engine.models.hub import use_model_store  # lazily: pulls in onnxruntime
 
-    use_models_dir(
-        settings.models_dir, default_tag=settings.model_tag, warm_up=warmup_list(settings)
+    use_model_store(
+        installation_model_store(settings),
+        default_tag=settings.model_tag,
+        warm_up=warmup_list(settings),
     )

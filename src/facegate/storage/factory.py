@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -28,3 +29,10 @@ def store_from_url(url: str) -> ObjectStore:
 
         return S3Store.from_url(url)
     raise StorageError(f"unsupported storage URL scheme {parts.scheme!r} in {url!r}")
+
+
+@lru_cache(maxsize=16)
+def shared_object_store(url: str) -> ObjectStore:
+    """One ObjectStore per URL per process, shared by the tenant store and the model store
+    (a ``memory://`` store is then the same for both)."""
+    return store_from_url(url)

@@ -107,13 +107,14 @@ _default: list[ModelHub] = []  # a one-slot cache of read-only shared state, nev
 
 
 def configure_default_hub(
-    models_dir: Path,
+    models: Path | ModelStore,
     settings: PoolSettings | None = None,
     warm_up: list[str] | None = None,
     default_tag: str | None = None,
 ) -> ModelHub:
     """Set the process-wide hub (called once by the edge that read the Settings)."""
-    hub = ModelHub(ModelStore(models_dir), InferencePool(settings), default_tag=default_tag)
+    store = models if isinstance(models, ModelStore) else ModelStore(models)
+    hub = ModelHub(store, InferencePool(settings), default_tag=default_tag)
     if warm_up:
         hub.warm_up(warm_up)
     with _default_lock:
@@ -121,23 +122,19 @@ def configure_default_hub(
     return hub
 
 
-def use_models_dir(
-    models_dir: Path, *, default_tag: str | None = None, warm_up: list[str] | None = None
+def use_model_store(
+    store: ModelStore, *, default_tag: str | None = None, warm_up: list[str] | None = None
 ) -> ModelHub:
-    """The default hub, (re)configured only when it points elsewhere or has another default
-    tag, so the sessions already pooled for the same store are kept (the service's start-up
-    hook); ``warm_up`` names are loaded now either way."""
+    """The default hub, (re)configured only when it uses another store or has another
+    default tag, so the sessions already pooled for the same store are kept (the service's
+    start-up hook); ``warm_up`` names are loaded now either way."""
     with _default_lock:
         current = _default[0] if _default else None
-    if (
-        current is not None
-        and current.store.root.resolve() == Path(models_dir).resolve()
-        and current.default_tag == default_tag
-    ):
+    if current is not None and current.store is store and current.default_tag == default_tag:
         if warm_up:
             current.warm_up(warm_up)
         return current
-    return configure_default_hub(Path(models_dir), warm_up=warm_up, default_tag=default_tag)
+    return configure_default_hub(store, warm_up=warm_up, default_tag=default_tag)
 
 
 def default_hub() -> ModelHub:
@@ -153,7 +150,7 @@ class UsesModelHub:
     """Base of processors whose models come from the model store.
 
     The hub is resolved when used, not when the processor is built, so the hub the service
-    configures at start-up (``use_models_dir``) is the one every cached processor uses; tests
+    configures at start-up (``use_model_store``) is the one every cached processor uses; tests
     pass their own.
     """
 
