@@ -329,7 +329,7 @@ def test_a_model_uploaded_to_the_api_container_runs_on_a_worker_container(
     )  # fmt: skip
     listed = s3.list_objects_v2(Bucket=bucket, Prefix="tenants/demo/models/studio_enhancer/v1/")
     stored = {item["Key"].rsplit("/", 1)[1] for item in listed.get("Contents", [])}
-    assert stored == {"manifest.json", "model.onnx"}
+    assert stored == {"manifest.json", "studio_enhancer.onnx"}
 
 
 def test_a_physical_tenants_job_runs_on_its_own_worker_container(deployment: Deployment) -> None:
