@@ -3,7 +3,10 @@
 The swapping method is a backend (``engine.swap.backend``) chosen by the ``model`` option;
 ``mesh_warp`` is built in. Per job, ``prepare`` turns every source face into the backend's
 source state once (``ctx.state["face_swapper"]``); ``process_frame`` then swaps each
-``(source index, target face)`` pair the pipeline selected.
+``(source index, target face)`` pair the pipeline selected. With ``mask_types``
+``occlusion``, the occluders in front of each target face (``swap.occlusion``, found on the
+frame as it came in) get their pixels back after the backend pasted: it holds for every
+backend.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, ClassVar
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.swap.backend import SwapBackend, create_swap_backend
+from facegate.engine.swap.occlusion import OcclusionDetector, keep_occluders
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.types import Face, Frame
 
@@ -48,6 +52,13 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
         # shared by every job; the lock only guards their lazy creation.
         self._backends: dict[str, SwapBackend] = {}
         self._lock = threading.Lock()
+        self._occlusion: OcclusionDetector | None = None
+
+    def occlusion(self) -> OcclusionDetector:
+        with self._lock:
+            if self._occlusion is None:
+                self._occlusion = OcclusionDetector()
+            return self._occlusion
 
     def backend(self, model: str) -> SwapBackend:
         with self._lock:
@@ -78,6 +89,7 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
             raise InvalidOptions("face_swapper: prepare() was not run for this job")
         backend: SwapBackend = state["backend"]
         sources: list[object] = state["sources"]
+        original = frame
         if ctx.selected:
             # One copy per frame: the backends paste into it (the caller's frame, e.g. the
             # pipeline's original kept for the expression restorer, stays untouched).
@@ -89,9 +101,17 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
                     f"face_swapper: source face {source_index} does not exist "
                     f"({len(sources)} source faces)"
                 )
+            # Occluders are found on the incoming frame: a neighbour's swap may have
+            # pasted over this face's surroundings already.
+            occluders = self.occlusion().mask(original, target_face) if options.occlusion else None
             frame = backend.swap_face(frame, sources[source_index], target_face, options)
+            if occluders is not None:
+                frame = keep_occluders(frame, original, occluders)
         return frame
 
     def release(self) -> None:
         with self._lock:
             self._backends.clear()
+            occlusion, self._occlusion = self._occlusion, None
+        if occlusion is not None:
+            occlusion.close()

@@ -21,6 +21,10 @@ class FaceSwapperOptions(ProcessorOptions):
       lids where the source's mouth or eyes are open differently);
     - ``match_lighting``: keep the target's low-frequency shading and colour, take only the
       source's detail; off: a plain colour transfer;
+    - ``mask_types`` (FaceFusion's ``face_mask_types``): ``box`` is the face region every
+      backend pastes in (mesh_warp: the trimmed oval within the padding box; ONNX swappers:
+      the padded box) and is always there; ``occlusion`` adds the occluder mask
+      (``swap.occlusion``): hands, hair and objects in front of the target face stay in front;
     - ``pixel_boost_size``, ``weight``: ONNX swappers only (see below); mesh_warp ignores them.
     """
 
@@ -31,6 +35,7 @@ class FaceSwapperOptions(ProcessorOptions):
     mask_blur: float = Field(default=0.3, ge=0.0, le=1.0)
     keep_expression: bool = True
     match_lighting: bool = True
+    mask_types: tuple[Literal["box", "occlusion"], ...] = ("box",)
     # ONNX swappers only (FaceFusion's face_swapper_pixel_boost and face_swapper_weight):
     # the crop size the model's output is assembled to (a multiple of the model's size), and
     # the source/target identity balance (0.5 = the source's identity unchanged).
@@ -47,6 +52,21 @@ class FaceSwapperOptions(ProcessorOptions):
         if value[0] + value[2] >= 100.0 or value[1] + value[3] >= 100.0:
             raise ValueError("opposite paddings must leave part of the face")
         return value
+
+    @field_validator("mask_types")
+    @classmethod
+    def _box_and_no_repeats(
+        cls, value: tuple[Literal["box", "occlusion"], ...]
+    ) -> tuple[Literal["box", "occlusion"], ...]:
+        if "box" not in value:
+            raise ValueError("mask_types must include 'box' (the face region every swap pastes in)")
+        if len(set(value)) != len(value):
+            raise ValueError("mask_types lists a mask type twice")
+        return value
+
+    @property
+    def occlusion(self) -> bool:
+        return "occlusion" in self.mask_types
 
     @field_validator("model")
     @classmethod
