@@ -5,10 +5,11 @@ done with ``docker run``: the image's entrypoint with the container's ``args``, 
 (``secretKeyRef`` resolved from a dict of Secret values, an optional key may be missing),
 ``--read-only`` when ``readOnlyRootFilesystem``, ``--user runAsUser:runAsGroup``,
 ``--cap-drop`` of the dropped capabilities, ``no-new-privileges`` when privilege escalation is
-off, and only its declared volumes writable: an ``emptyDir`` becomes a tmpfs of its
-``sizeLimit`` owned by the pod's ``fsGroup``, a ``configMap`` a read-only folder of its data,
-a ``persistentVolumeClaim`` a host folder. Then its startup, readiness and liveness probes are
-polled the way the kubelet would (period x failure threshold).
+off, the runtime's default seccomp filter for ``RuntimeDefault``, and only its declared volumes
+writable: an ``emptyDir`` becomes a tmpfs of its ``sizeLimit`` owned by the pod's ``fsGroup``,
+a ``configMap`` a read-only folder of its data, a ``persistentVolumeClaim`` a host folder.
+Then its startup, readiness and liveness probes are polled the way the kubelet would (period
+x failure threshold).
 
 Two deviations, both forced by the machine and not by the manifests: containers share the
 host network (this dockerd runs with ``--bridge=none``), so each gets its own port through
@@ -219,6 +220,10 @@ class Cluster:
         if security.get("allowPrivilegeEscalation") is False:
             args += ["--security-opt", "no-new-privileges"]
         assert not security.get("privileged"), pod.name
+        # RuntimeDefault is the runtime's default filter: docker applies its default seccomp
+        # profile unless told otherwise (test_containers reads the mode off each process).
+        profile = security.get("seccompProfile", {}).get("type")
+        assert profile == "RuntimeDefault", f"{pod.name}: seccompProfile {profile}"
         args += self._volume_args(pod)
         for name, value in self.env(pod, port).items():
             args += ["-e", f"{name}={value}"]

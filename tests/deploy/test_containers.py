@@ -211,6 +211,20 @@ def test_every_rendered_workload_passes_its_probes(deployment: Deployment) -> No
     assert deployment.workloads["tenant-sync"].probes == {}
 
 
+def test_every_workload_process_runs_confined(deployment: Deployment) -> None:
+    """Read off each running container's main process on this host: the seccomp filter is
+    on (mode 2), privileges cannot be gained, no capability is left, the pod's user."""
+    for running in deployment.workloads.values():
+        pid = docker("inspect", "--format", "{{.State.Pid}}", running.name).strip()
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        assert status["Seccomp"].strip() == "2", running.name
+        assert status["NoNewPrivs"].strip() == "1", running.name
+        assert int(status["CapEff"], 16) == 0, running.name
+        assert status["Uid"].split()[0] == str(running.pod.security["runAsUser"]), running.name
+
+
 def test_tenant_sync_applied_the_config_map(deployment: Deployment) -> None:
     engine = create_engine_from_url(deployment.database_url)
     try:
