@@ -33,7 +33,7 @@ from facegate.engine.moderation import ModerationPolicy, Moderator, forward_open
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
-from facegate.jobs.moderation import JOB_MODERATION, JobModeration
+from facegate.worker.moderation import JOB_MODERATION, JobModeration
 
 DEFAULT_THRESHOLD = ModerationPolicy().threshold
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})

@@ -28,10 +28,10 @@ from sqlalchemy import Engine, insert, make_url, text
 
 from facegate.database import create_engine_from_url, migrate
 from facegate.db import utcnow
-from facegate.jobs.claim import Claim
-from facegate.jobs.claim_postgres import PostgresClaimer
 from facegate.jobs.models import Job
-from facegate.jobs.notify import QueueListener
+from facegate.queue.claim import Claim
+from facegate.queue.notify import QueueListener
+from facegate.queue.postgres import PostgresClaimer
 from facegate.tenancy.models import Policy, Tenant
 
 BASE_URL = os.environ.get(

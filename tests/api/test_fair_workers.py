@@ -14,9 +14,10 @@ from jobhelpers import DEBUG_TENANT_POLICY, photo, submit, wait_terminal
 from tests.dbkit import drop_database, fresh_database
 
 from facegate.database import create_engine_from_url
-from facegate.jobs.runtime import tenant_store_for, workers_service
-from facegate.jobs.worker import WorkerConfig, WorkerPool
+from facegate.jobs.runtime import tenant_store_for
 from facegate.provenance.marker import marker_for
+from facegate.worker.embedded import workers_service
+from facegate.worker.pool import WorkerConfig, WorkerPool
 
 pytestmark = pytest.mark.timeout(300)
 

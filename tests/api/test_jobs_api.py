@@ -23,7 +23,7 @@ from jobhelpers import (
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from facegate.jobs.runtime import workers_service
+from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -25,9 +25,9 @@ from tests.testdata import FACES
 from facegate.database import session_scope
 from facegate.engine.models.store import ModelStore
 from facegate.engine.video.synth import ClipSpec, make_face_clip
-from facegate.jobs.runtime import workers_service
 from facegate.observability.audit.models import AuditEvent
 from facegate.storage.models import StoredObject
+from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,10 +16,10 @@ import zlib
 
 from facegate.engine.errors import Cancelled
 from facegate.jobs.models import Job
-from facegate.jobs.runner import JobOutput, ProgressFn
 from facegate.provenance.marker import JobMark
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
+from facegate.worker.runner import JobOutput, ProgressFn
 
 DEFAULT_SECONDS = 0.02
 

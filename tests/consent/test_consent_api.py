@@ -27,10 +27,10 @@ from tests.api.jobhelpers import (
 from facegate.consent.models import ConsentAttestation
 from facegate.database import session_scope
 from facegate.db import utcnow
-from facegate.jobs.runtime import workers_service
 from facegate.observability.audit.models import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.reading import read_manifest
+from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(120)
 

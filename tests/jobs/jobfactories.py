@@ -15,8 +15,8 @@ from tests.dbkit import fresh_database
 
 from facegate.database import create_session_factory
 from facegate.db import utcnow
-from facegate.jobs.claim import Claim, JobClaimer
 from facegate.jobs.models import Job
+from facegate.queue.claim import Claim, JobClaimer
 from facegate.tenancy.models import Policy, Tenant
 
 # id(engine) -> the private PostgreSQL schema made for it

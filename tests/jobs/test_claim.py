@@ -11,8 +11,8 @@ from sqlalchemy import Engine, select
 
 from facegate.database import session_scope
 from facegate.db import utcnow
-from facegate.jobs.claim import LockingClaimer, QueueHead, TenantLimits, choose_job
 from facegate.jobs.models import Job
+from facegate.queue.claim import LockingClaimer, QueueHead, TenantLimits, choose_job
 
 
 def head(tenant: str, priority: int = 0, age: float = 0.0) -> QueueHead:

@@ -22,9 +22,9 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import OperationalError
 
 from facegate.database import create_engine_from_url, session_scope
-from facegate.jobs.claim import Claim
-from facegate.jobs.claim_postgres import TENANT_LOCK_NAMESPACE, PostgresClaimer, ServedTenants
 from facegate.jobs.models import Job
+from facegate.queue.claim import Claim
+from facegate.queue.postgres import TENANT_LOCK_NAMESPACE, PostgresClaimer, ServedTenants
 
 pytestmark = pytest.mark.postgres
 

@@ -11,14 +11,14 @@ from sqlalchemy import Engine, select
 
 from facegate.database import session_scope
 from facegate.db import utcnow
-from facegate.jobs import leases
-from facegate.jobs.claim import LockingClaimer
 from facegate.jobs.models import Job
-from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.provenance.marker import marker_for
+from facegate.queue import leases
+from facegate.queue.claim import LockingClaimer
 from facegate.storage.memory import MemoryStore
 from facegate.storage.tenant import TenantStore
 from facegate.usage.models import UsageRecord
+from facegate.worker.pool import WorkerConfig, WorkerPool
 
 
 def status_of(engine: Engine, job_id: object) -> Job:

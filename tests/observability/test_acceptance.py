@@ -14,8 +14,8 @@ import pytest
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
-from facegate.jobs.runtime import workers_service
 from facegate.observability.logging import configure_logging, set_log_output
+from facegate.worker.embedded import workers_service
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from jobhelpers import DEBUG_TENANT_POLICY, photo, submit, wait_terminal

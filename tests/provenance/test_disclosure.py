@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from tests.api.jobhelpers import DEBUG_TENANT_POLICY
 from tests.provenance.test_verify_api import marked_result, verify
 
-from facegate.jobs.runtime import workers_service
 from facegate.tenancy.schemas import PolicySpec
+from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(300)
 

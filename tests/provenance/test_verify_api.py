@@ -26,12 +26,12 @@ from tests.api.jobhelpers import (
 )
 
 from facegate.database import session_scope
-from facegate.jobs.runtime import workers_service
 from facegate.observability.audit.models import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.manifest import DIGITAL_SOURCE_TYPE
 from facegate.provenance.models import ProvenanceMark
 from facegate.tenancy.principal import ALL_SCOPES
+from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(300)
 

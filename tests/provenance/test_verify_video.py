@@ -13,8 +13,8 @@ from tests.provenance.test_verify_api import c2pa_state
 from tests.testdata import FACES
 
 from facegate.engine.video.synth import ClipSpec, make_face_clip
-from facegate.jobs.runtime import workers_service
 from facegate.provenance.keys import load_keys
+from facegate.worker.embedded import workers_service
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

@@ -45,7 +45,7 @@ ROUTERS: tuple[str, ...] = (
 # A background service is a callable taking the AppState and returning an async context
 # manager: entered after migrations at start-up, exited (in reverse order) at shutdown.
 ServiceFactory = Callable[[AppState], AbstractAsyncContextManager[Any]]
-SERVICES: tuple[str, ...] = ("facegate.jobs.runtime:workers_service",)
+SERVICES: tuple[str, ...] = ("facegate.worker.embedded:workers_service",)
 
 
 def load(target: str) -> Any:

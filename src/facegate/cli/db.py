@@ -12,7 +12,7 @@ import click
 
 from facegate.cli.common import database_option, load_settings
 from facegate.database import check_schema, current_revision, head_revision
-from facegate.jobs.process import prepare_schema_when_reachable
+from facegate.worker.process import prepare_schema_when_reachable
 
 
 @click.group()

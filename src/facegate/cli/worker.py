@@ -82,8 +82,8 @@ def worker(
     port: int | None,
 ) -> None:
     """Claim and run jobs from the shared database until SIGTERM (then drain)."""
-    from facegate.jobs.claim_postgres import ServedTenants
-    from facegate.jobs.process import WorkerOptions, run_worker
+    from facegate.queue.postgres import ServedTenants
+    from facegate.worker.process import WorkerOptions, run_worker
 
     private_files()
     settings = get_settings()

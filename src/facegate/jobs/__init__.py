@@ -1,1 +1,1 @@
-"""Jobs: model, repository, fair claim, leases, the worker loop and the reaper."""
+"""Jobs: endpoints, submission service, repository, schemas and the job model."""

@@ -29,7 +29,7 @@ from facegate.jobs.events import job_events
 from facegate.jobs.options import parse_options
 from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.repository import JobRepository
-from facegate.jobs.runtime import tenant_store_for, wake_workers, write_sessions
+from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.jobs.schemas import (
     Capabilities,
     JobOut,
@@ -46,6 +46,7 @@ from facegate.models.installed import (
     processor_installed,
 )
 from facegate.observability.jobs import audit_submission, observe_submitted
+from facegate.queue.notify import notify_locally
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
@@ -165,7 +166,7 @@ def submit_job(
     location = f"/v1/jobs/{submitted.job.id}"
     response.headers["Location"] = location
     if submitted.created:
-        wake_workers(state)
+        notify_locally(state.settings.database_url)
         observe_submitted(submitted.job)
     else:
         response.status_code = 200

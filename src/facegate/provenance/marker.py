@@ -33,7 +33,7 @@ from facegate.provenance.repository import MarkRepository
 
 if TYPE_CHECKING:
     from facegate.jobs.models import Job
-    from facegate.jobs.runner import JobOutput
+    from facegate.worker.runner import JobOutput
 
 SIDECAR_NAME = "manifest.c2pa"
 

@@ -27,18 +27,18 @@ from facegate.api.errors import ProblemError
 from facegate.database import session_scope
 from facegate.db import utcnow
 from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineError
-from facegate.jobs import leases
-from facegate.jobs.claim import Claim, JobClaimer, LockingClaimer
 from facegate.jobs.models import Job
 from facegate.jobs.repository import JobRepository
-from facegate.jobs.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
 from facegate.observability.jobs import audit_moderation, observe_finished
 from facegate.observability.metrics import worker_heartbeat
 from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
+from facegate.queue import leases
+from facegate.queue.claim import Claim, JobClaimer, LockingClaimer
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 from facegate.usage.service import Consumption, record_job_usage
+from facegate.worker.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
 
 log = structlog.get_logger("facegate.jobs")
 

@@ -1,6 +1,6 @@
 """Fair claim for the cluster shape: many worker processes on one PostgreSQL.
 
-The same rule as :func:`facegate.jobs.claim.choose_job` (fewest running first, then
+The same rule as :func:`facegate.queue.claim.choose_job` (fewest running first, then
 priority, then oldest; a tenant at its concurrency cap — or, on an accelerator worker, at
 its device limit — is skipped), but without a global lock, so claims for different tenants
 proceed in parallel:
@@ -31,10 +31,10 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from facegate.db import utcnow
-from facegate.jobs.claim import Claim
+from facegate.queue.claim import Claim
 
 # First key of the two-int advisory locks that guard per-tenant admission (second key:
-# hashtext(tenant_id)); distinct from facegate.jobs.claim.CLAIM_LOCK_KEY's single-key lock.
+# hashtext(tenant_id)); distinct from facegate.queue.claim.CLAIM_LOCK_KEY's single-key lock.
 TENANT_LOCK_NAMESPACE = 0x66676A74  # "fgjt"
 
 

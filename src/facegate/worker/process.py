@@ -21,21 +21,21 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from facegate.database import create_engine_from_url, prepare_schema, session_scope
-from facegate.jobs import leases
-from facegate.jobs.claim import JobClaimer, LockingClaimer
-from facegate.jobs.claim_postgres import PostgresClaimer, ServedTenants
-from facegate.jobs.heartbeat import Heartbeat
-from facegate.jobs.notify import ANY_TENANT, QueueListener
-from facegate.jobs.probes import ProbeServer
-from facegate.jobs.reaper import reap_expired_leases
-from facegate.jobs.runner import EngineRunner, JobRunner
 from facegate.jobs.runtime import tenant_store_for
-from facegate.jobs.worker import WorkerConfig, WorkerPool
 from facegate.models.requests import use_installation_models
 from facegate.observability.logging import configure_logging
 from facegate.provenance.marker import marker_for
+from facegate.queue import leases
+from facegate.queue.claim import JobClaimer, LockingClaimer
+from facegate.queue.heartbeat import Heartbeat
+from facegate.queue.notify import ANY_TENANT, QueueListener
+from facegate.queue.postgres import PostgresClaimer, ServedTenants
+from facegate.queue.reaper import reap_expired_leases
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
+from facegate.worker.pool import WorkerConfig, WorkerPool
+from facegate.worker.probes import ProbeServer
+from facegate.worker.runner import EngineRunner, JobRunner
 
 log = structlog.get_logger("facegate.worker")
 

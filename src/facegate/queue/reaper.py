@@ -2,7 +2,7 @@
 
 Each worker runs it every third of a lease. On PostgreSQL one transaction-scoped advisory
 lock lets a single reaper sweep at a time (the others skip that round instead of queueing
-behind it); the row updates stay guarded by status and expiry (facegate.jobs.leases), so
+behind it); the row updates stay guarded by status and expiry (facegate.queue.leases), so
 even two sweeps that overlap requeue each job once.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from facegate.jobs.leases import Reaped, requeue_expired
+from facegate.queue.leases import Reaped, requeue_expired
 
 REAPER_LOCK_KEY = 0x66677270  # "fgrp"
 

@@ -21,7 +21,30 @@ CHANNEL = "facegate_jobs"
 # worker can ignore the other tenants' jobs. "*" means "look anyway" (after a reconnect).
 ANY_TENANT = "*"
 
-log = structlog.get_logger("facegate.jobs.notify")
+log = structlog.get_logger("facegate.queue.notify")
+
+# In-process listeners by database URL: the embedded workers of this process, woken by a
+# submission of the same process at once (the same role NOTIFY plays across processes).
+_LOCAL: dict[str, Callable[[], None]] = {}
+
+
+def listen_locally(database_url: str, wake: Callable[[], None]) -> Callable[[], None]:
+    """Call ``wake`` when this process queues a job in ``database_url``; returns the
+    function that stops it."""
+    _LOCAL[database_url] = wake
+
+    def stop() -> None:
+        if _LOCAL.get(database_url) is wake:
+            del _LOCAL[database_url]
+
+    return stop
+
+
+def notify_locally(database_url: str) -> None:
+    """A job was queued by this process: wake its idle embedded workers now."""
+    wake = _LOCAL.get(database_url)
+    if wake is not None:
+        wake()
 
 
 def libpq_url(url: URL) -> str:

@@ -2,7 +2,7 @@
 
 The row says who serves which tenants and how busy it is; a row whose heartbeat is older
 than a few intervals is marked ``lost`` by any live worker (operators see the crash). The
-jobs such a worker held come back through their own leases (facegate.jobs.leases), not
+jobs such a worker held come back through their own leases (facegate.queue.leases), not
 through this table, so a slow heartbeat can never take a job from a live worker.
 """
 
@@ -25,7 +25,7 @@ from facegate.database import session_scope
 from facegate.db import utcnow
 from facegate.jobs.models import WorkerRecord
 
-log = structlog.get_logger("facegate.jobs.heartbeat")
+log = structlog.get_logger("facegate.queue.heartbeat")
 
 # A worker silent for this many heartbeat intervals is reported lost.
 LOST_AFTER_INTERVALS = 3

@@ -19,13 +19,13 @@ from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.watermark import embed_watermark
 from facegate.jobs.models import Job
-from facegate.jobs.moderation import JobModeration
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.models.requests import model_request_for
 from facegate.storage.base import data_size
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.models import Policy
 from facegate.tenancy.schemas import DisclosureLabel
+from facegate.worker.moderation import JobModeration
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
@@ -155,7 +155,7 @@ class EngineRunner:
         mark: JobMark,
     ) -> JobOutput:
         if job.kind == "video":
-            from facegate.jobs.video_runner import run_video_job  # imports this module
+            from facegate.worker.video_runner import run_video_job  # imports this module
 
             return run_video_job(self.tenant_store, job, policy, cancel, on_progress, mark)
         started = time.perf_counter()

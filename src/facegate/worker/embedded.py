@@ -1,0 +1,60 @@
+"""The embedded shape's workers: the in-process worker pool started by the app lifespan
+(``SERVICES`` in facegate.api.app), woken by the submissions of the same process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from sqlalchemy import Engine
+
+from facegate.api.state import AppState
+from facegate.jobs.runtime import tenant_store_for
+from facegate.models.requests import use_installation_models
+from facegate.provenance.marker import marker_for
+from facegate.queue.claim import JobClaimer, LockingClaimer
+from facegate.queue.notify import listen_locally
+from facegate.queue.postgres import PostgresClaimer, ServedTenants
+from facegate.worker.pool import WorkerConfig, WorkerPool
+
+
+def served_claimer(engine: Engine, worker_tenants: str | None) -> JobClaimer:
+    """The claim of the in-process workers: every tenant's jobs, or only those of
+    ``worker_tenants`` (a tenant-bound ``serve``, e.g. a tenant's Knative service, must
+    never run another tenant's job from the shared database)."""
+    served = ServedTenants.parse(worker_tenants)
+    if engine.dialect.name == "postgresql" and served.tenants is not None:
+        return PostgresClaimer(engine, served)
+    return LockingClaimer(engine, served.tenants)
+
+
+@asynccontextmanager
+async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
+    """Start ``settings.workers`` worker threads for the app's lifetime (none when 0)."""
+    settings = state.settings
+    if settings.workers == 0:
+        yield None
+        return
+    use_installation_models(settings)
+    config = WorkerConfig(
+        workers=settings.workers,
+        lease_seconds=settings.job_lease_seconds,
+        poll_seconds=settings.job_poll_seconds,
+    )
+    # The embedded shape makes its signing identity on first start, as it makes its database.
+    marker = marker_for(settings.provenance_path, create=True)
+    pool = WorkerPool(
+        state.engine,
+        tenant_store_for(settings.storage_url),
+        config,
+        claimer=served_claimer(state.engine, settings.worker_tenants),
+        marker=marker,
+    )
+    await anyio.to_thread.run_sync(pool.start)
+    unlisten = listen_locally(settings.database_url, pool.wake)
+    try:
+        yield pool
+    finally:
+        unlisten()
+        await anyio.to_thread.run_sync(pool.stop)
