@@ -3,7 +3,8 @@ transport with its lifespan running (migrations, background services)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+import io
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,11 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 from fastapi import FastAPI
 
 from facegate.api.app import ServiceFactory, create_app
 from facegate.api.state import AppState
 from facegate.database import session_scope
+from facegate.observability.logging import set_log_output
 from facegate.settings import Settings
 from facegate.tenancy.principal import ALL_SCOPES
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
@@ -113,3 +116,13 @@ def make_client(app_factory: AppFactory) -> MakeClient:
                 yield Harness(app=app, client=client)
 
     return factory
+
+
+@pytest.fixture
+def captured_logs() -> Iterator[io.StringIO]:
+    """The log lines the app writes during the test (without reconfiguring logging)."""
+    stream = io.StringIO()
+    set_log_output(stream)
+    yield stream
+    set_log_output(None)
+    structlog.reset_defaults()

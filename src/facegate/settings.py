@@ -6,11 +6,12 @@ explicit values they need, so tests build them without touching the environment.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
@@ -124,6 +125,21 @@ class Settings(BaseSettings):
     # `facegate provenance init` makes a private CA and signing certificate there.
     provenance_dir: Path | None = None
     verify_max_bytes: int = Field(default=200 * 1024**2, ge=1)  # POST /v1/verify uploads
+
+    # Webhooks (facegate.webhooks): the operator's allow-list of networks a webhook may reach
+    # although they are not public (CIDRs, e.g. an internal receiver); timeouts and retries.
+    webhook_allowed_networks: list[str] = Field(default_factory=list)
+    webhook_timeout_seconds: float = Field(default=5.0, gt=0, le=30)
+    webhook_max_attempts: int = Field(default=8, ge=1, le=20)
+    webhook_retry_base_seconds: float = Field(default=5.0, gt=0, le=3600)
+    webhook_poll_seconds: float = Field(default=1.0, gt=0, le=60)
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        for value in values:
+            ipaddress.ip_network(value.strip(), strict=False)  # ValueError names the bad one
+        return values
 
     @property
     def provenance_path(self) -> Path:

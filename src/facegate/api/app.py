@@ -38,6 +38,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.api.faces_endpoints:router",
     "facegate.models.endpoints:router",
     "facegate.provenance.endpoints:router",
+    "facegate.webhooks.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )
@@ -45,7 +46,10 @@ ROUTERS: tuple[str, ...] = (
 # A background service is a callable taking the AppState and returning an async context
 # manager: entered after migrations at start-up, exited (in reverse order) at shutdown.
 ServiceFactory = Callable[[AppState], AbstractAsyncContextManager[Any]]
-SERVICES: tuple[str, ...] = ("facegate.worker.embedded:workers_service",)
+SERVICES: tuple[str, ...] = (
+    "facegate.worker.embedded:workers_service",
+    "facegate.webhooks.runtime:deliveries_service",
+)
 
 
 def load(target: str) -> Any:

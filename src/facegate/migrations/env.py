@@ -20,6 +20,7 @@ MODEL_MODULES = (
     "facegate.observability.audit.models",
     "facegate.consent.models",
     "facegate.provenance.models",
+    "facegate.webhooks.models",
 )
 
 for module_name in MODEL_MODULES:

@@ -1,0 +1,25 @@
+"""Wiring into the running app: the dispatcher runs beside the job workers (``SERVICES``
+in facegate.api.app), so an installation without workers sends no webhooks either."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+
+from facegate.api.state import AppState
+from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
+
+
+@asynccontextmanager
+async def deliveries_service(state: AppState) -> AsyncIterator[WebhookDispatcher | None]:
+    if state.settings.workers == 0:
+        yield None
+        return
+    dispatcher = WebhookDispatcher(state.engine, DeliveryConfig.from_settings(state.settings))
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        await anyio.to_thread.run_sync(dispatcher.stop)
