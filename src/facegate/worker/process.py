@@ -33,6 +33,7 @@ from facegate.queue.postgres import PostgresClaimer, ServedTenants
 from facegate.queue.reaper import reap_expired_leases
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
+from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.probes import ProbeServer
 from facegate.worker.runner import EngineRunner, JobRunner
@@ -185,6 +186,13 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
             pool.wake()
 
     listener = QueueListener(engine.url, on_queued) if engine.dialect.name == "postgresql" else None
+    # Webhooks go out from the shared workers only: a tenant's dedicated worker (its own
+    # namespace and network) never sends another tenant's messages.
+    webhooks = (
+        WebhookDispatcher(engine, DeliveryConfig.from_settings(settings))
+        if served is None
+        else None
+    )
     stopping = threading.Event()
 
     def ready() -> tuple[bool, str]:
@@ -209,6 +217,8 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     signal.signal(signal.SIGINT, on_signal)
     heartbeat.start()
     pool.start()
+    if webhooks is not None:
+        webhooks.start()
     if listener is not None:
         listener.start()
     if probes is not None:
@@ -226,6 +236,8 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         heartbeat.status = "draining"
         pool.drain(options.grace_seconds)
     finally:
+        if webhooks is not None:
+            webhooks.stop()
         if listener is not None:
             listener.stop()
         heartbeat.stop()
