@@ -26,7 +26,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from facegate.api.errors import ServiceUnavailable
+from facegate.errors import Unavailable
 
 if TYPE_CHECKING:
     from facegate.settings import Settings
@@ -50,18 +50,16 @@ BREAKER_TRANSITIONS = Counter(
 log = structlog.get_logger(__name__)
 
 
-class CircuitOpen(ServiceUnavailable):
+class CircuitOpen(Unavailable):
     """A call refused without trying because the dependency's breaker is open."""
 
     def __init__(self, dependency: str, retry_after: int) -> None:
         super().__init__(
             f"{dependency} is unavailable; retry later",
-            headers={"Retry-After": str(retry_after)},
             dependency=dependency,
             retry_after=retry_after,
         )
         self.dependency = dependency
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from facegate.api.errors import PROBLEM_RESPONSES, QuotaExceeded
+from facegate.api.errors import PROBLEM_RESPONSES
 from facegate.engine import errors as engine_errors
+from facegate.errors import OutOfStorage, QuotaExceeded
 
 router = APIRouter()
 
@@ -27,7 +28,7 @@ def boom(kind: str) -> None:
     if kind == "queue":
         raise QuotaExceeded("queue full", limit="max_queued_jobs", value=3, retry_after=30)
     if kind == "storage":
-        raise QuotaExceeded("storage full", limit="storage_quota_bytes", status=507)
+        raise OutOfStorage("storage full", limit="storage_quota_bytes")
     raise RuntimeError("secret database password in this message")
 
 

@@ -17,10 +17,10 @@ from jobhelpers import photo
 from sqlalchemy import select
 from tests.api.jobhelpers import job_files
 
-from facegate.api.errors import UnprocessableEntity
 from facegate.consent.service import ConsentService
 from facegate.database import session_scope
 from facegate.engine.processors.registry import PROCESSORS, processor_class, sensitive_processors
+from facegate.errors import InvalidInput
 from facegate.jobs.models import Job
 from facegate.observability.audit.models import AuditEvent
 from facegate.observability.jobs import audit_submission
@@ -46,7 +46,7 @@ def readers(h: Any, processor: str) -> dict[str, bool]:
         try:
             ConsentService(session).check(None, 1, True, [processor])
             consent = False
-        except UnprocessableEntity:
+        except InvalidInput:
             consent = True
         session.rollback()
     return {"audit": bool(audited), "consent policy": consent}

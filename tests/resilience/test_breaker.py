@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
+from facegate.api.errors import as_problem
 from facegate.database import create_engine_from_url
 from facegate.resilience import (
     BreakerConfig,
@@ -64,11 +65,11 @@ def test_opens_after_consecutive_failures_only() -> None:
     with pytest.raises(CircuitOpen) as caught:
         breaker.call(lambda: calls.append(1))
     assert calls == []  # failed fast, the function never ran
-    problem = caught.value.to_problem()
-    assert problem["status"] == 503
-    assert problem["type"].endswith("/service-unavailable")
-    assert problem["dependency"] == "dep"
-    assert caught.value.headers["Retry-After"] == "10"
+    problem = as_problem(caught.value)
+    assert problem.to_problem()["status"] == 503
+    assert problem.to_problem()["type"].endswith("/service-unavailable")
+    assert problem.to_problem()["dependency"] == "dep"
+    assert problem.headers["Retry-After"] == "10"
 
 
 def test_half_open_allows_one_trial_then_closes_or_reopens() -> None:

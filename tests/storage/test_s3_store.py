@@ -12,6 +12,7 @@ import pytest
 import s3fixtures
 from storagefactories import S3Factory, create_database, create_tenant
 
+from facegate.api.errors import as_problem
 from facegate.database import session_scope
 from facegate.resilience import CircuitOpen
 from facegate.storage.base import InvalidKey, ObjectNotFound, StorageError
@@ -125,7 +126,7 @@ def test_dead_endpoint_opens_the_breaker(make_s3_store: S3Factory) -> None:
     for _ in range(3):
         with pytest.raises(S3Unavailable) as caught:
             store.get("tenants/a/inputs/j/target")
-        assert caught.value.to_problem()["status"] == 503
+        assert as_problem(caught.value).status == 503
     with pytest.raises(CircuitOpen) as opened:
         store.put("tenants/a/inputs/j/target", b"x")
     assert opened.value.dependency == "s3"

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import Unauthorized
 from facegate.database import create_engine_from_url, create_session_factory, migrate
 from facegate.db import utcnow
+from facegate.errors import Unauthenticated
 from facegate.tenancy import keys
 from facegate.tenancy.identity import authenticate_api_key, cached_principal
 from facegate.tenancy.keycache import KeyCache, key_cache
@@ -63,7 +63,7 @@ def test_a_verified_key_is_served_from_the_cache_until_revoked(engine: Engine) -
     with create_session_factory(engine).begin() as session:
         TenancyService(session).revoke_key("acme", key_id)
     assert hit(token) is None
-    with pytest.raises(Unauthorized, match="revoked"):
+    with pytest.raises(Unauthenticated, match="revoked"):
         login(engine, token)
 
 
@@ -88,7 +88,7 @@ def test_suspending_the_tenant_drops_its_keys(engine: Engine) -> None:
         TenancyService(session).set_status("acme", "suspended")
     assert hit(token) is None
     assert hit(other) is not None
-    with pytest.raises(Unauthorized, match="suspended"):
+    with pytest.raises(Unauthenticated, match="suspended"):
         login(engine, token)
 
 

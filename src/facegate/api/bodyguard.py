@@ -38,15 +38,11 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from facegate.api.deps import PrincipalScheme, get_state
-from facegate.api.errors import (
-    PayloadTooLarge,
-    ProblemError,
-    RateLimited,
-    RequestTimeout,
-)
+from facegate.api.errors import PayloadTooLarge, ProblemError, RequestTimeout
 from facegate.api.routetable import RouteTable
 from facegate.api.shedding import InFlight
 from facegate.database import session_scope
+from facegate.errors import RateLimited, ServiceError
 from facegate.ratelimit.middleware import send_problem
 from facegate.settings import Settings
 from facegate.tenancy.principal import Principal
@@ -169,7 +165,7 @@ class BodyGuardMiddleware:
         try:
             limit = await self._admit(scope)
             tenant = self._hold_slot(scope)
-        except ProblemError as error:
+        except (ProblemError, ServiceError) as error:
             await send_problem(scope, send, error)
             return
         budget = BodyBudget(limit, min_rate=self.min_rate, grace=self.grace, clock=self.clock)

@@ -28,15 +28,10 @@ from fastapi.security import HTTPBearer
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import (
-    PROBLEM_RESPONSES,
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    document_body_problems,
-)
+from facegate.api.errors import PROBLEM_RESPONSES, document_body_problems
 from facegate.api.state import AppState
 from facegate.database import READ_ONLY, session_scope
+from facegate.errors import Forbidden, NotFound, Unauthenticated
 from facegate.observability.audit import IP_BAN, record_audit
 from facegate.ratelimit.gateway import Gateway
 from facegate.tenancy.identity import authenticate, cached_principal
@@ -191,7 +186,7 @@ def _resolve_principal(
                     api_key=api_key,
                     verifier=state.jwt_verifier,
                 )
-        except Unauthorized:
+        except Unauthenticated:
             if gateway is not None:
                 ban = gateway.record_auth_failure(request.state.client_ip)
                 if ban is not None:  # a new ban is a sensitive action: on the audit chain

@@ -1,20 +1,30 @@
-"""One error hierarchy with HTTP meaning, rendered as RFC 9457 ``application/problem+json``.
+"""Errors as RFC 9457 ``application/problem+json``: the HTTP side of the error vocabulary.
 
-Services raise these (or engine errors); handlers registered by :func:`install_error_handlers`
-turn every client-caused failure into a problem document with a stable ``type`` and the limit
-that was hit where there is one. Anything unexpected becomes a 500 that leaks nothing.
+Services raise ``facegate.errors`` (and the engine ``facegate.engine.errors``); this module
+maps each kind to a status and title in one table (``PROBLEM_STATUS``), and handlers
+registered by ``facegate.api.handlers.install_error_handlers`` turn every client-caused
+failure into a problem document with a stable ``type`` and the limit that was hit where
+there is one. ``ProblemError`` is for the HTTP layer's own refusals (a body too slow or too
+big, an overloaded server, a banned address). Anything unexpected becomes a 500 that leaks
+nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from facegate import errors
+from facegate.engine import errors as engine_errors
+from facegate.provenance.errors import ProvenanceUnavailable
+from facegate.ratelimit.gateway import LimitReached
+
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 TYPE_BASE = "https://facegate.dev/problems/"
 
 
 class ProblemError(Exception):
-    """An error the client can act on. ``extra`` fields are added to the problem document."""
+    """An HTTP answer the client can act on. ``extra`` fields are added to the problem
+    document."""
 
     status: ClassVar[int] = 400
     type_slug: ClassVar[str] = "bad-request"
@@ -44,44 +54,6 @@ class ProblemError(Exception):
         )
 
 
-class BadRequest(ProblemError):
-    """Malformed request that is not a validation error of a declared field."""
-
-
-class Unauthorized(ProblemError):
-    """No credentials, or credentials that do not identify an active tenant."""
-
-    status = 401
-    type_slug = "unauthorized"
-    title = "Unauthorized"
-
-    def __init__(self, detail: str = "valid credentials are required", **extra: Any) -> None:
-        extra.setdefault("headers", {"WWW-Authenticate": 'Bearer realm="facegate"'})
-        super().__init__(detail, **extra)
-
-
-class Forbidden(ProblemError):
-    """Authenticated, but not allowed (missing scope, processor not in the plan, ...)."""
-
-    status = 403
-    type_slug = "forbidden"
-    title = "Forbidden"
-
-
-class NotFound(ProblemError):
-    """Missing, or owned by another tenant: the two are indistinguishable on purpose."""
-
-    status = 404
-    type_slug = "not-found"
-    title = "Not found"
-
-
-class Conflict(ProblemError):
-    status = 409
-    type_slug = "conflict"
-    title = "Conflict"
-
-
 class RequestTimeout(ProblemError):
     """The request body did not arrive in time (too slow a client)."""
 
@@ -98,54 +70,57 @@ class PayloadTooLarge(ProblemError):
     title = "Payload too large"
 
 
-class UnprocessableEntity(ProblemError):
-    status = 422
-    type_slug = "unprocessable"
-    title = "Unprocessable request"
+# The one table from the engine's and the service's errors to HTTP: (status, title). The
+# most derived class of an error that is listed wins.
+PROBLEM_STATUS: dict[type[Exception], tuple[int, str]] = {
+    engine_errors.UnsupportedMedia: (415, "Unsupported media type"),
+    engine_errors.MediaTooLarge: (413, "Media too large"),
+    engine_errors.CorruptMedia: (422, "Corrupt media"),
+    engine_errors.NoFaceDetected: (422, "No face detected"),
+    engine_errors.InvalidOptions: (422, "Invalid options"),
+    engine_errors.ModelUnavailable: (503, "Model unavailable"),
+    engine_errors.Cancelled: (409, "Cancelled"),
+    engine_errors.ContentPolicyViolation: (422, "Content policy violation"),
+    engine_errors.EngineError: (422, "Media rejected"),
+    errors.BadRequest: (400, "Bad request"),
+    errors.Unauthenticated: (401, "Unauthorized"),
+    errors.Forbidden: (403, "Forbidden"),
+    errors.NotFound: (404, "Not found"),
+    errors.Conflict: (409, "Conflict"),
+    errors.InvalidInput: (422, "Unprocessable request"),
+    errors.QuotaExceeded: (429, "Quota exceeded"),
+    errors.OutOfStorage: (507, "Quota exceeded"),
+    errors.RateLimited: (429, "Too many requests"),
+    errors.Unavailable: (503, "Service unavailable"),
+    ProvenanceUnavailable: (503, "Results cannot be marked"),
+    errors.ServiceError: (400, "Bad request"),
+}
+BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="facegate"'}
 
 
-class QuotaExceeded(ProblemError):
-    """A policy quota was hit. ``limit`` names it; 429 (queue cap, with Retry-After), 413
-    (one request over a size cap) or 507 (storage quota)."""
-
-    status = 429
-    type_slug = "quota-exceeded"
-    title = "Quota exceeded"
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        limit: str,
-        value: int | float | str | None = None,
-        status: int = 429,
-        retry_after: int | None = None,
-        **extra: Any,
-    ) -> None:
-        headers = dict(extra.pop("headers", None) or {})
-        if retry_after is not None:
-            headers["Retry-After"] = str(retry_after)
-            extra["retry_after"] = retry_after
-        if value is not None:
-            extra["limit_value"] = value
-        super().__init__(detail, status=status, headers=headers, limit=limit, **extra)
-
-
-class RateLimited(ProblemError):
-    status = 429
-    type_slug = "rate-limited"
-    title = "Too many requests"
-
-    def __init__(self, detail: str, *, retry_after: int, **extra: Any) -> None:
-        super().__init__(
-            detail, headers={"Retry-After": str(retry_after)}, retry_after=retry_after, **extra
-        )
-
-
-class ServiceUnavailable(ProblemError):
-    status = 503
-    type_slug = "service-unavailable"
-    title = "Service unavailable"
+def as_problem(exc: engine_errors.EngineError | errors.ServiceError) -> ProblemError:
+    """The problem an engine or service error answers with, from ``PROBLEM_STATUS``:
+    ``Retry-After`` where the error knows when to retry, the Bearer challenge on 401."""
+    status, title = next(
+        PROBLEM_STATUS[kind] for kind in type(exc).__mro__ if kind in PROBLEM_STATUS
+    )
+    extra: dict[str, Any]
+    headers: dict[str, str] = {}
+    if isinstance(exc, errors.ServiceError):
+        extra = dict(exc.extra)
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(exc.retry_after)
+        if isinstance(exc, errors.Unauthenticated):
+            headers.update(BEARER_CHALLENGE)
+        if isinstance(exc, LimitReached):
+            headers.update(exc.decision.headers())
+    elif isinstance(exc, engine_errors.MediaTooLarge):
+        extra = {"limit": exc.limit_name, "limit_value": exc.limit, "actual": exc.actual}
+    else:
+        extra = {}
+    problem = ProblemError(exc.detail, status=status, type_slug=exc.code, headers=headers, **extra)
+    problem.title = title  # type: ignore[misc]
+    return problem
 
 
 def problem_document(

@@ -10,24 +10,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, problem_document
+from facegate import errors
+from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, as_problem, problem_document
 from facegate.api.routetable import RouteTable
 from facegate.api.unavailable import UNAVAILABLE_ERRORS, database_unavailable
 from facegate.engine import errors as engine_errors
 
 log = structlog.get_logger(__name__)
-
-# engine error -> (status, title)
-ENGINE_STATUS: dict[type[engine_errors.EngineError], tuple[int, str]] = {
-    engine_errors.UnsupportedMedia: (415, "Unsupported media type"),
-    engine_errors.MediaTooLarge: (413, "Media too large"),
-    engine_errors.CorruptMedia: (422, "Corrupt media"),
-    engine_errors.NoFaceDetected: (422, "No face detected"),
-    engine_errors.InvalidOptions: (422, "Invalid options"),
-    engine_errors.ModelUnavailable: (503, "Model unavailable"),
-    engine_errors.Cancelled: (409, "Cancelled"),
-    engine_errors.ContentPolicyViolation: (422, "Content policy violation"),
-}
 
 _HTTP_SLUGS = {
     400: ("bad-request", "Bad request"),
@@ -58,17 +47,10 @@ async def _problem_error(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, exc.to_problem(), exc.headers)
 
 
-async def _engine_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, engine_errors.EngineError)
-    status, title = next(
-        (value for kind, value in ENGINE_STATUS.items() if isinstance(exc, kind)),
-        (422, "Media rejected"),
-    )
-    extra: dict[str, Any] = {}
-    if isinstance(exc, engine_errors.MediaTooLarge):
-        extra = {"limit": exc.limit_name, "limit_value": exc.limit, "actual": exc.actual}
-    body = problem_document(status, exc.code, title, exc.detail, **extra)
-    return problem_response(request, body)
+async def _service_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, engine_errors.EngineError | errors.ServiceError)
+    problem = as_problem(exc)
+    return problem_response(request, problem.to_problem(), problem.headers)
 
 
 def _jsonable_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -122,7 +104,8 @@ def internal_error_body() -> dict[str, Any]:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, _problem_error)
-    app.add_exception_handler(engine_errors.EngineError, _engine_error)
+    app.add_exception_handler(errors.ServiceError, _service_error)
+    app.add_exception_handler(engine_errors.EngineError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     for database_error in UNAVAILABLE_ERRORS:

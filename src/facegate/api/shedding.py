@@ -26,8 +26,9 @@ import structlog
 from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from facegate.api.errors import RateLimited, ServiceUnavailable
+from facegate.api.errors import ProblemError
 from facegate.database import session_scope
+from facegate.errors import RateLimited
 from facegate.jobs.repository import JobRepository
 from facegate.ratelimit.clientip import Network, client_ip
 from facegate.ratelimit.middleware import EXEMPT_PATHS, has_credentials, send_problem
@@ -38,9 +39,10 @@ QUEUED_COUNT_TTL_SECONDS = 1.0
 log = structlog.get_logger(__name__)
 
 
-class Overloaded(ServiceUnavailable):
+class Overloaded(ProblemError):
     """A global capacity cap is reached; ``limit`` names it."""
 
+    status = 503
     type_slug = "overloaded"
     title = "Overloaded"
 

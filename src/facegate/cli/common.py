@@ -10,7 +10,6 @@ from contextlib import contextmanager
 import click
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import ProblemError
 from facegate.database import (
     SessionFactory,
     create_engine_from_url,
@@ -18,6 +17,7 @@ from facegate.database import (
     prepare_schema,
     session_scope,
 )
+from facegate.errors import ServiceError
 from facegate.settings import Settings, get_settings
 
 
@@ -62,7 +62,7 @@ def transaction(database_url: str | None) -> Iterator[Session]:
         try:
             with session_scope(factory) as session:
                 yield session
-        except ProblemError as exc:
+        except ServiceError as exc:
             raise click.ClickException(exc.detail) from exc
 
 

@@ -15,7 +15,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from facegate.api.errors import Unauthorized
 from facegate.cli.common import cli_actor
 from facegate.database import (
     SessionFactory,
@@ -23,6 +22,7 @@ from facegate.database import (
     create_session_factory,
     session_scope,
 )
+from facegate.errors import Unauthenticated
 from facegate.settings import Settings
 from facegate.tenancy import audited
 from facegate.tenancy.identity import authenticate_api_key
@@ -99,7 +99,7 @@ def _still_works(factory: SessionFactory, token: str, scopes: tuple[Scope, ...])
     with session_scope(factory) as session:
         try:
             principal = authenticate_api_key(session, token)
-        except Unauthorized:
+        except Unauthenticated:
             return False
     return principal.tenant_id == DEMO_TENANT and principal.scopes == frozenset(scopes)
 

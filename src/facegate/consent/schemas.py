@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from facegate.api.errors import UnprocessableEntity
 from facegate.db import utcnow
+from facegate.errors import InvalidInput
 
 #: Clock skew allowed between the client's ``attested_at`` and the server.
 FUTURE_SKEW = timedelta(minutes=5)
@@ -80,5 +80,5 @@ def parse_consent(raw: str | None, sources: int) -> list[ConsentIn]:
     return parsed
 
 
-def _invalid(detail: str) -> UnprocessableEntity:
-    return UnprocessableEntity(detail, type_slug="invalid-consent")
+def _invalid(detail: str) -> InvalidInput:
+    return InvalidInput(detail, code="invalid-consent")

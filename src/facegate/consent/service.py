@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import UnprocessableEntity
 from facegate.consent.models import ConsentAttestation
 from facegate.consent.repository import ConsentRepository
 from facegate.consent.schemas import ConsentRef, parse_consent
 from facegate.db import utcnow
 from facegate.engine.processors.registry import sensitive_processors
+from facegate.errors import InvalidInput
 
 
 def consent_required(require_consent: bool, processors: Sequence[str]) -> list[str]:
@@ -35,11 +35,11 @@ class ConsentService:
         given = parse_consent(raw, sources)
         needing = consent_required(require_consent, processors)
         if needing and sources and not given:
-            raise UnprocessableEntity(
+            raise InvalidInput(
                 f"this tenant's policy requires a consent attestation for each source image "
                 f"of a job using {', '.join(needing)}: send the consent field "
                 '({"attested_by", "statement_version", "attested_at"}, one per source)',
-                type_slug="consent-required",
+                code="consent-required",
                 limit="require_consent",
             )
 

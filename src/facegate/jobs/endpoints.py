@@ -13,18 +13,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from facegate.api.deps import SessionDep, get_state, run_in_session, run_on_connection, scoped
-from facegate.api.errors import (
-    PROBLEM_RESPONSES,
-    UPLOAD_PROBLEM_RESPONSES,
-    Conflict,
-    NotFound,
-    UnprocessableEntity,
-    problem_openapi,
-)
+from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, problem_openapi
 from facegate.database import session_scope
 from facegate.engine.errors import ContentPolicyViolation, MediaTooLarge
 from facegate.engine.image import OUTPUT_FORMATS
 from facegate.engine.processors.registry import default_registry, sensitive_processors
+from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.jobs.events import job_events
 from facegate.jobs.options import parse_options
 from facegate.jobs.policy import check_spec_allowed
@@ -251,7 +245,7 @@ def get_result(
     job = JobService(session, store).get(principal.tenant_id, job_id)
     if job.error_type == ContentPolicyViolation.code:
         # Refused by content moderation: say so in that problem's own terms.
-        raise UnprocessableEntity(job.error_detail or "refused", type_slug=job.error_type)
+        raise InvalidInput(job.error_detail or "refused", code=job.error_type)
     if job.status != "succeeded" or not job.outputs:
         raise Conflict(f"the job is {job.status}; it has no result", job_status=job.status)
     ref = store.find(session, principal.tenant_id, "outputs", job.id, job.outputs[0])

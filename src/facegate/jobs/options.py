@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from facegate.api.errors import UnprocessableEntity
 from facegate.engine.errors import EngineError
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
+from facegate.errors import InvalidInput
 
 MAX_OPTIONS_CHARS = 16_384
 SWAPPER_SHORTCUTS = ("blend", "mask", "model")
@@ -78,5 +78,5 @@ def validate_processors(spec: PipelineSpec, registry: ProcessorRegistry | None =
             raise _invalid(f"processor {name!r} is not installed") from None
 
 
-def _invalid(detail: str) -> UnprocessableEntity:
-    return UnprocessableEntity(detail, type_slug="invalid-options")
+def _invalid(detail: str) -> InvalidInput:
+    return InvalidInput(detail, code="invalid-options")

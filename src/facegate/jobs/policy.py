@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from facegate.api.errors import Forbidden, UnprocessableEntity
 from facegate.engine.pipeline import PipelineSpec
+from facegate.errors import Forbidden, InvalidInput
 from facegate.tenancy.models import Policy, fits_resolution
 
 
@@ -53,10 +53,10 @@ def check_output_resolution(spec: PipelineSpec, policy: Policy, width: int, heig
     """422 naming ``max_output_resolution`` when the result would be larger than the cap."""
     out_w, out_h = output_size(spec, width, height)
     if not fits_resolution(out_w, out_h, policy.max_output_resolution):
-        raise UnprocessableEntity(
+        raise InvalidInput(
             f"the output would be {out_w}x{out_h}, over this tenant's maximum output "
             f"resolution {policy.max_output_resolution}",
-            type_slug="output-resolution-exceeded",
+            code="output-resolution-exceeded",
             limit="max_output_resolution",
             limit_value=policy.max_output_resolution,
         )

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Row
 
-from facegate.api.errors import UnprocessableEntity
 from facegate.consent.schemas import ConsentRef
+from facegate.errors import InvalidInput
 from facegate.jobs.models import Job
 from facegate.jobs.repository import Cursor
 
@@ -155,4 +155,4 @@ def decode_cursor(value: str) -> Cursor:
         created, job_id = base64.urlsafe_b64decode(padded.encode()).decode().split("|")
         return Cursor(datetime.fromisoformat(created), uuid.UUID(job_id))
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise UnprocessableEntity("invalid cursor", type_slug="invalid-cursor") from None
+        raise InvalidInput("invalid cursor", code="invalid-cursor") from None

@@ -14,10 +14,10 @@ from functools import cached_property
 
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import NotFound, QuotaExceeded, UnprocessableEntity
 from facegate.consent.service import ConsentService
 from facegate.engine.image import ImageInfo, ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
+from facegate.errors import InvalidInput, NotFound, OutOfStorage, QuotaExceeded
 from facegate.jobs.models import Job
 from facegate.jobs.options import parse_options, validate_processors
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
@@ -96,10 +96,10 @@ class JobService:
         job = self.jobs.get_by_idempotency_key(tenant_id, key)
         if job is not None and None not in (job.request_sha256, fingerprint):
             if job.request_sha256 != fingerprint:
-                raise UnprocessableEntity(
+                raise InvalidInput(
                     "this Idempotency-Key was used for a different request; "
                     "use a new key for a new request",
-                    type_slug="idempotency-key-reused",
+                    code="idempotency-key-reused",
                 )
         return job
 
@@ -128,14 +128,12 @@ class JobService:
         check_spec_allowed(spec, policy)
         validate_processors(spec)
         if not 1 <= len(request.sources) <= MAX_SOURCES and "face_swapper" in spec.processors:
-            raise UnprocessableEntity(
+            raise InvalidInput(
                 f"face_swapper needs 1 to {MAX_SOURCES} source images, got {len(request.sources)}",
-                type_slug="invalid-options",
+                code="invalid-options",
             )
         if len(request.sources) > MAX_SOURCES:
-            raise UnprocessableEntity(
-                f"at most {MAX_SOURCES} source images", type_slug="invalid-options"
-            )
+            raise InvalidInput(f"at most {MAX_SOURCES} source images", code="invalid-options")
         consent = ConsentService(self.session)
         consent.check(
             request.consent, len(request.sources), policy.require_consent, spec.processors
@@ -232,12 +230,11 @@ def _image_type(image: ImageInfo) -> str:
     return IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream")
 
 
-def _storage_quota(exc: StorageQuotaExceeded) -> QuotaExceeded:
-    return QuotaExceeded(
+def _storage_quota(exc: StorageQuotaExceeded) -> OutOfStorage:
+    return OutOfStorage(
         str(exc),
         limit="storage_quota_bytes",
         value=exc.quota_bytes,
-        status=507,
         used_bytes=exc.used_bytes,
         requested_bytes=exc.requested_bytes,
     )

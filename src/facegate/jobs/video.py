@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from facegate.api.errors import UnprocessableEntity
 from facegate.engine.errors import MediaTooLarge
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.video import VideoInfo, VideoLimits, VideoOptions, probe_video
 from facegate.engine.video.probe import looks_like_video
+from facegate.errors import InvalidInput
 from facegate.jobs.policy import output_size
 from facegate.tenancy.models import Policy, resolution_dimensions
 
@@ -66,14 +66,14 @@ def check_video_target(data: bytes, spec: PipelineSpec, policy: Policy) -> Video
     """Everything a video submission must pass before it is stored: the spec suits a video,
     and the file is sound and within the policy (probed from a private temporary file)."""
     if spec.output.format is not None:
-        raise UnprocessableEntity(
+        raise InvalidInput(
             "output.format is for image targets; a video keeps its container (mp4 or webm)",
-            type_slug="invalid-options",
+            code="invalid-options",
         )
     if output_size(spec, 1, 1) != (1, 1):
-        raise UnprocessableEntity(
+        raise InvalidInput(
             "upscaling processors are not available for video targets",
-            type_slug="invalid-options",
+            code="invalid-options",
         )
     fd, name = tempfile.mkstemp(prefix="facegate-probe-")
     try:

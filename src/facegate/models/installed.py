@@ -7,12 +7,12 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from facegate.api.errors import Conflict, UnprocessableEntity
 from facegate.engine.models.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
 from facegate.engine.models.manifest import SAFE_NAME
 from facegate.engine.models.store import ModelStore
 from facegate.engine.models.swap_models import SWAPPERS
 from facegate.engine.pipeline import PipelineSpec
+from facegate.errors import Conflict, InvalidInput
 from facegate.settings import Settings
 from facegate.storage.factory import shared_object_store
 from facegate.storage.remote_models import ObjectStorageModels
@@ -87,10 +87,10 @@ def check_spec_installed(spec: PipelineSpec, tenant: str, store: ModelStore) -> 
     for processor in spec.processors:
         model = spec.processor_options.get(processor, {}).get("model")
         if isinstance(model, str) and not SAFE_NAME.match(model):
-            raise UnprocessableEntity(
+            raise InvalidInput(
                 f"{processor}: {model[:100]!r} is not a model name "
                 "(letters, digits, '.', '_' and '-')",
-                type_slug="invalid-options",
+                code="invalid-options",
             )
         if isinstance(model, str):
             absent = missing_models(store, tenant, processor, model)
@@ -98,7 +98,7 @@ def check_spec_installed(spec: PipelineSpec, tenant: str, store: ModelStore) -> 
                 raise Conflict(
                     f"{processor}: model {absent[0]!r} is not installed"
                     + (f" (needed by {model!r})" if absent[0] != model else ""),
-                    type_slug="model-not-installed",
+                    code="model-not-installed",
                     processor=processor,
                     model=absent[0],
                 )
@@ -106,7 +106,7 @@ def check_spec_installed(spec: PipelineSpec, tenant: str, store: ModelStore) -> 
             raise Conflict(
                 f"processor {processor!r} has no model installed "
                 f"(its default is {DEFAULT_MODELS[processor]!r})",
-                type_slug="processor-not-installed",
+                code="processor-not-installed",
                 processor=processor,
                 model=DEFAULT_MODELS[processor],
             )

@@ -8,11 +8,11 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from facegate.api.errors import Conflict, Forbidden, NotFound, UnprocessableEntity
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.models.contracts import check_model_file
 from facegate.engine.models.manifest import SAFE_NAME, ModelVersion
 from facegate.engine.models.store import ModelStore
+from facegate.errors import Conflict, Forbidden, InvalidInput, NotFound
 from facegate.tenancy.models import Policy
 
 CHUNK = 1 << 20
@@ -46,9 +46,9 @@ class ModelService:
             )
         for what, value in (("name", name), ("tag", tag)):
             if not SAFE_NAME.match(value):
-                raise UnprocessableEntity(
+                raise InvalidInput(
                     f"invalid {what} {value!r}: letters, digits, '.', '_', '-' (max 100)",
-                    type_slug="invalid-model",
+                    code="invalid-model",
                 )
         if self.store.tags(name, tenant) and tag in self._own_tags(tenant, name):
             raise Conflict(f"model {name}:{tag} already exists; use a new tag", model=name)
@@ -69,8 +69,8 @@ class ModelService:
             except ModelUnavailable as exc:
                 if "already exists" in str(exc):
                     raise Conflict(str(exc), model=name) from None
-                raise UnprocessableEntity(
-                    f"the model was refused: {exc}", type_slug="invalid-model", model=name
+                raise InvalidInput(
+                    f"the model was refused: {exc}", code="invalid-model", model=name
                 ) from None
 
     def delete(self, tenant: str, name: str, tag: str) -> None:
@@ -97,12 +97,12 @@ class ModelService:
             while chunk := upload.read(CHUNK):
                 written += len(chunk)
                 if written > self.max_bytes:
-                    raise UnprocessableEntity(
+                    raise InvalidInput(
                         f"the model file is over the {self.max_bytes}-byte limit",
-                        type_slug="model-too-large",
+                        code="model-too-large",
                         limit="max_model_bytes",
                         limit_value=self.max_bytes,
                     )
                 out.write(chunk)
         if written == 0:
-            raise UnprocessableEntity("the model file is empty", type_slug="invalid-model")
+            raise InvalidInput("the model file is empty", code="invalid-model")

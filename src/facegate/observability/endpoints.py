@@ -10,8 +10,8 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from facegate.api.errors import Forbidden, Unauthorized
 from facegate.api.state import AppState
+from facegate.errors import Forbidden, Unauthenticated
 from facegate.observability.job_gauges import JobGaugeCollector
 from facegate.observability.metrics import exposition
 from facegate.observability.readiness import run_checks
@@ -47,7 +47,7 @@ async def metrics(request: Request) -> Response:
     if token is not None:
         presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(presented.encode(), token.get_secret_value().encode()):
-            raise Unauthorized("this scrape needs the metrics token")
+            raise Unauthenticated("this scrape needs the metrics token")
     collector = JobGaugeCollector(state.engine)
     body, content_type = await anyio.to_thread.run_sync(lambda: exposition([collector]))
     return Response(body, media_type=content_type)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from facegate.api.errors import BadRequest, Forbidden
+from facegate.errors import BadRequest, Forbidden
 from facegate.tenancy.principal import Principal
 
 

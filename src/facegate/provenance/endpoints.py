@@ -14,8 +14,9 @@ from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFil
 
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_principal, get_state, scoped
-from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, NotFound
+from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES
 from facegate.api.faces_endpoints import read_limited
+from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.service import JobService
 from facegate.provenance.keys import InstallationKeys, load_keys

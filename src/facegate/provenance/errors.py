@@ -1,14 +1,12 @@
-"""Provenance failures, in the service's problem+json hierarchy."""
+"""Provenance failures, in the service's error vocabulary (``facegate.errors``)."""
 
 from __future__ import annotations
 
-from facegate.api.errors import ProblemError
+from facegate.errors import Unavailable
 
 
-class ProvenanceUnavailable(ProblemError):
+class ProvenanceUnavailable(Unavailable):
     """The installation cannot mark results (no signing key, a broken one, a failed
     signature): no result is stored unmarked, so the job fails with this reason."""
 
-    status = 503
-    type_slug = "provenance-unavailable"
-    title = "Results cannot be marked"
+    code = "provenance-unavailable"

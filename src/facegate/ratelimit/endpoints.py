@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from facegate.api.deps import AdminDep, SessionDep
-from facegate.api.errors import PROBLEM_RESPONSES, BadRequest, NotFound
+from facegate.api.errors import PROBLEM_RESPONSES
+from facegate.errors import BadRequest, NotFound
 from facegate.observability.audit import IP_UNBAN, record_audit
 from facegate.ratelimit.bans import Ban
 from facegate.ratelimit.gateway import Gateway

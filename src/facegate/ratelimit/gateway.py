@@ -19,7 +19,7 @@ import structlog
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from facegate.api.errors import RateLimited, ServiceUnavailable
+from facegate.errors import RateLimited, Unavailable
 from facegate.observability.metrics import request_rate_limited
 from facegate.ratelimit.bans import Ban, BanPolicy, BanStore, MemoryBanStore
 from facegate.ratelimit.clientip import Network, parse_networks
@@ -47,10 +47,16 @@ BACKEND_ERRORS = Counter(
 log = structlog.get_logger(__name__)
 
 
-def redis_unavailable(detail: str) -> ServiceUnavailable:
-    return ServiceUnavailable(
-        detail, headers={"Retry-After": "5"}, dependency="redis", retry_after=5
-    )
+class LimitReached(RateLimited):
+    """A rate limit is used up; ``decision`` says which, and when it has room again."""
+
+    def __init__(self, detail: str, decision: Decision, *, limit: str, value: int) -> None:
+        super().__init__(detail, retry_after=decision.reset_seconds, limit=limit, limit_value=value)
+        self.decision = decision
+
+
+def redis_unavailable(detail: str) -> Unavailable:
+    return Unavailable(detail, dependency="redis", retry_after=5)
 
 
 @dataclass
@@ -189,12 +195,10 @@ class Gateway:
         decision = self._guarded(name, lambda: self.limiter.hit(name, identifier, per_minute), None)
         if decision is not None and not decision.allowed:
             request_rate_limited(tenant_id, name)
-            refusal = RateLimited(
+            raise LimitReached(
                 f"the {name} rate limit of {per_minute} requests per minute is used up",
-                retry_after=decision.reset_seconds,
+                decision,
                 limit=name,
-                limit_value=per_minute,
+                value=per_minute,
             )
-            refusal.headers.update(decision.headers())
-            raise refusal
         return decision

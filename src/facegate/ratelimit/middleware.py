@@ -13,7 +13,8 @@ from typing import Any
 from anyio import to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from facegate.api.errors import PROBLEM_CONTENT_TYPE, Forbidden, ProblemError
+from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, as_problem
+from facegate.errors import ServiceError
 from facegate.observability.metrics import request_banned
 from facegate.ratelimit.clientip import client_ip
 from facegate.ratelimit.gateway import Gateway
@@ -24,9 +25,10 @@ EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _CREDENTIAL_HEADERS = (b"authorization", b"x-api-key")
 
 
-class Banned(Forbidden):
+class Banned(ProblemError):
     """The client IP is banned after repeated failed authentications."""
 
+    status = 403
     type_slug = "banned"
     title = "Banned"
 
@@ -35,8 +37,10 @@ def has_credentials(scope: Scope) -> bool:
     return any(name in _CREDENTIAL_HEADERS for name, _ in scope.get("headers", []))
 
 
-async def send_problem(scope: Scope, send: Send, error: ProblemError) -> None:
+async def send_problem(scope: Scope, send: Send, error: ProblemError | ServiceError) -> None:
     """Answer with ``error`` as problem+json from below the FastAPI handlers."""
+    if isinstance(error, ServiceError):
+        error = as_problem(error)
     body = error.to_problem(instance=scope.get("path"))
     request_id = scope.get("state", {}).get("request_id")
     if request_id:
@@ -76,7 +80,7 @@ class GatewayMiddleware:
             else:
                 decision = _admit(gateway, ip, authenticated)
             state["ratelimit"] = decision
-        except ProblemError as error:
+        except (ProblemError, ServiceError) as error:
             await send_problem(scope, send, error)
             return
 

@@ -31,7 +31,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from facegate.api.errors import ServiceUnavailable
+from facegate.errors import Unavailable
 from facegate.resilience import CircuitBreaker, default_breakers
 from facegate.storage.base import CHUNK_SIZE, ObjectNotFound, StorageError, check_key, check_prefix
 
@@ -43,7 +43,7 @@ _SAFE_FILENAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}
 
 
-class S3Unavailable(StorageError, ServiceUnavailable):
+class S3Unavailable(StorageError, Unavailable):
     """S3 could not be reached or answered with a server error (503 to clients)."""
 
 

@@ -11,7 +11,8 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel
 
 from facegate.api.deps import AdminDep, PrincipalDep, SessionDep, TenantAdminDep
-from facegate.api.errors import PROBLEM_RESPONSES, Forbidden, problem_openapi
+from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
+from facegate.errors import Forbidden
 from facegate.observability import audit
 from facegate.observability.audit import record_admin_read, record_audit
 from facegate.tenancy import audited

@@ -13,8 +13,8 @@ from datetime import datetime
 import structlog
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import Unauthorized
 from facegate.db import utcnow
+from facegate.errors import Unauthenticated
 from facegate.tenancy import keys
 from facegate.tenancy.jwt import InvalidToken, JwtVerifier
 from facegate.tenancy.keycache import key_cache
@@ -30,7 +30,7 @@ def bearer_token(authorization: str | None) -> str | None:
         return None
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+        raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
     return token.strip()
 
 
@@ -40,7 +40,7 @@ def cached_principal(authorization: str | None, api_key: str | None) -> Principa
     malformed header: :func:`authenticate` then gives the answer and its error)."""
     try:
         token = api_key or bearer_token(authorization)
-    except Unauthorized:
+    except Unauthenticated:
         return None
     if not token or not keys.looks_like_key(token):
         return None
@@ -63,13 +63,13 @@ def authenticate(
 ) -> Principal:
     token = api_key or bearer_token(authorization)
     if not token:
-        raise Unauthorized("send an API key (Authorization: Bearer fg_...) or a JWT")
+        raise Unauthenticated("send an API key (Authorization: Bearer fg_...) or a JWT")
     if keys.looks_like_key(token):
         return authenticate_api_key(session, token)
     if verifier is None:
         # A token that is no API key can only be a JWT; say both, so a mistyped key reads
         # as what it is rather than as a server configuration problem.
-        raise Unauthorized(
+        raise Unauthenticated(
             "the token is not a facegate API key (fg_...) and this server accepts no JWTs"
         )
     try:
@@ -77,7 +77,7 @@ def authenticate(
     except InvalidToken as exc:
         # Why a token failed helps an attacker tune the next one: logged, not answered.
         log.info("jwt rejected", reason=str(exc))
-        raise Unauthorized("invalid token") from exc
+        raise Unauthenticated("invalid token") from exc
     _require_active_tenant(TenancyRepository(session), verified.tenant_id)
     scopes = frozenset(verified.scopes & set(ALL_SCOPES))
     if PLATFORM_ADMIN in scopes and not verifier.grants_platform_admin(verified):
@@ -88,20 +88,20 @@ def authenticate(
 def authenticate_api_key(session: Session, token: str) -> Principal:
     parsed = keys.parse_key(token)
     if parsed is None:
-        raise Unauthorized("malformed API key (bad checksum)")
+        raise Unauthenticated("malformed API key (bad checksum)")
     repository = TenancyRepository(session)
     found = repository.get_key_for_authentication(parsed.key_id)
     # Same message for unknown id and wrong secret: no oracle for valid ids.
     if found is None or not keys.secret_matches(parsed.secret, found[0].secret_hash):
-        raise Unauthorized("invalid API key")
+        raise Unauthenticated("invalid API key")
     key, tenant = found
     now = utcnow()
     if key.revoked_at is not None:
-        raise Unauthorized("API key revoked")
+        raise Unauthenticated("API key revoked")
     if key.expires_at is not None and key.expires_at <= now:
-        raise Unauthorized("API key expired")
+        raise Unauthenticated("API key expired")
     if not tenant.is_active:
-        raise Unauthorized("tenant suspended")
+        raise Unauthenticated("tenant suspended")
     last_used = key.last_used_at
     if last_used is None or _last_used_due(last_used):
         repository.touch_key(key.id, now)
@@ -116,6 +116,6 @@ def authenticate_api_key(session: Session, token: str) -> Principal:
 def _require_active_tenant(repository: TenancyRepository, tenant_id: str) -> None:
     tenant = repository.get_tenant(tenant_id)
     if tenant is None:
-        raise Unauthorized("unknown tenant")
+        raise Unauthenticated("unknown tenant")
     if not tenant.is_active:
-        raise Unauthorized("tenant suspended")
+        raise Unauthenticated("tenant suspended")

@@ -12,8 +12,8 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import Conflict, NotFound, UnprocessableEntity
 from facegate.db import utcnow
+from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.tenancy import keys
 from facegate.tenancy.keycache import invalidate_on_commit
 from facegate.tenancy.models import ApiKey, Policy, Tenant
@@ -131,7 +131,7 @@ class TenancyService:
     def create_key(self, tenant_id: str, request: KeyCreate) -> CreatedKey:
         self.get_tenant(tenant_id)
         if request.expires_at is not None and request.expires_at <= utcnow():
-            raise UnprocessableEntity("expires_at is in the past")
+            raise InvalidInput("expires_at is in the past")
         generated = keys.generate_key()
         key = ApiKey(
             id=generated.key_id,

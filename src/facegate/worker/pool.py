@@ -23,10 +23,10 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from facegate.api.errors import ProblemError
 from facegate.database import session_scope
 from facegate.db import utcnow
 from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineError
+from facegate.errors import ServiceError
 from facegate.jobs.models import Job
 from facegate.jobs.repository import JobRepository
 from facegate.observability.jobs import audit_moderation, observe_finished
@@ -249,9 +249,8 @@ class WorkerPool:
                 self._release(flight, bound)
             else:
                 self._finish(flight, bound, "cancelled", job=job, began=started, stage="cancelled")
-        except (EngineError, ProblemError) as exc:
+        except (EngineError, ServiceError) as exc:
             # Expected failures say why on the job, with the same type slug an API call gets.
-            error_type = exc.code if isinstance(exc, EngineError) else exc.type_slug
             self._finish(
                 flight,
                 bound,
@@ -259,7 +258,7 @@ class WorkerPool:
                 job=job,
                 began=started,
                 refused=exc.what if isinstance(exc, ContentPolicyViolation) else None,
-                error_type=error_type,
+                error_type=exc.code,
                 error_detail=exc.detail,
             )
         except OperationalError as exc:

@@ -102,7 +102,7 @@ class JobOutput:
 
 
 class JobRunner(Protocol):
-    """Turns a claimed job into its output; raises EngineError (or a ProblemError).
+    """Turns a claimed job into its output; raises EngineError (or a ServiceError).
     ``mark`` is the job's watermark: the runner puts it into every frame it encodes."""
 
     def run(

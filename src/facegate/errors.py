@@ -1,0 +1,109 @@
+"""The service's error vocabulary: what went wrong, in the caller's terms, without HTTP.
+
+Services, repositories, the worker and the CLI raise these; each carries a stable ``code``
+(the problem type an API client sees, the ``error_type`` a failed job records), a
+``detail`` for people and ``extra`` fields that name the limit hit where there is one.
+No status codes here: ``facegate.api.errors.PROBLEM_STATUS`` maps each kind to its HTTP
+status and title in one table, as ``facegate.api.handlers.ENGINE_STATUS`` does for the
+engine's errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ServiceError(Exception):
+    """A failure the caller can act on. ``extra`` fields go into the problem document."""
+
+    code: ClassVar[str] = "bad-request"
+
+    def __init__(self, detail: str, *, code: str | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+        self.extra = extra
+
+    @property
+    def retry_after(self) -> int | None:
+        """Seconds after which the same call may succeed, when that is known."""
+        value = self.extra.get("retry_after")
+        return value if isinstance(value, int) else None
+
+
+class BadRequest(ServiceError):
+    """A malformed request that is not a validation error of a declared field."""
+
+
+class Unauthenticated(ServiceError):
+    """No credentials, or credentials that do not identify an active tenant."""
+
+    code = "unauthorized"
+
+    def __init__(self, detail: str = "valid credentials are required", **extra: Any) -> None:
+        super().__init__(detail, **extra)
+
+
+class Forbidden(ServiceError):
+    """Authenticated, but not allowed (missing scope, processor not in the plan, ...)."""
+
+    code = "forbidden"
+
+
+class NotFound(ServiceError):
+    """Missing, or owned by another tenant: the two are indistinguishable on purpose."""
+
+    code = "not-found"
+
+
+class Conflict(ServiceError):
+    """The object is not in a state that allows the operation."""
+
+    code = "conflict"
+
+
+class InvalidInput(ServiceError):
+    """Well-formed, but refused: options, a consent attestation, a model file, a cursor."""
+
+    code = "unprocessable"
+
+
+class QuotaExceeded(ServiceError):
+    """A policy quota was hit; ``limit`` names it and ``limit_value`` gives its value."""
+
+    code = "quota-exceeded"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        limit: str,
+        value: int | float | str | None = None,
+        retry_after: int | None = None,
+        **extra: Any,
+    ) -> None:
+        if retry_after is not None:
+            extra["retry_after"] = retry_after
+        if value is not None:
+            extra["limit_value"] = value
+        super().__init__(detail, limit=limit, **extra)
+
+
+class OutOfStorage(QuotaExceeded):
+    """The tenant's storage quota cannot hold what the request would store."""
+
+
+class RateLimited(ServiceError):
+    """Too many calls in the window; ``retry_after`` says when the next one is allowed."""
+
+    code = "rate-limited"
+
+    def __init__(self, detail: str, *, retry_after: int, **extra: Any) -> None:
+        super().__init__(detail, retry_after=retry_after, **extra)
+
+
+class Unavailable(ServiceError):
+    """A dependency (database, Redis, object store, signing key) cannot serve for now."""
+
+    code = "service-unavailable"
