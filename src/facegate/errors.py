@@ -3,9 +3,8 @@
 Services, repositories, the worker and the CLI raise these; each carries a stable ``code``
 (the problem type an API client sees, the ``error_type`` a failed job records), a
 ``detail`` for people and ``extra`` fields that name the limit hit where there is one.
-No status codes here: ``facegate.api.errors.PROBLEM_STATUS`` maps each kind to its HTTP
-status and title in one table, as ``facegate.api.handlers.ENGINE_STATUS`` does for the
-engine's errors.
+No status codes here: ``facegate.api.errors.PROBLEM_STATUS`` maps each kind, and each of the
+engine's errors, to its HTTP status and title in one table.
 """
 
 from __future__ import annotations
