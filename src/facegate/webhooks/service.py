@@ -11,8 +11,8 @@ from typing import Final
 import structlog
 from sqlalchemy.orm import Session
 
-from facegate.api.errors import NotFound, UnprocessableEntity
 from facegate.db import utcnow
+from facegate.errors import InvalidInput, NotFound
 from facegate.observability.audit import record_audit
 from facegate.tenancy.principal import Principal
 from facegate.webhooks.addresses import IPNetwork, literal_refusal
@@ -41,13 +41,13 @@ class WebhookService:
         refused = literal_refusal(request.url, allowed)
         if refused is not None:
             log.warning("webhook.refused", tenant_id=tenant_id, reason=refused, stage="create")
-            raise UnprocessableEntity(
-                f"this webhook URL is refused: {refused}", type_slug="webhook-url-refused"
+            raise InvalidInput(
+                f"this webhook URL is refused: {refused}", code="webhook-url-refused"
             )
         if len(self.repository.endpoints(tenant_id)) >= MAX_ENDPOINTS:
-            raise UnprocessableEntity(
+            raise InvalidInput(
                 f"a tenant has at most {MAX_ENDPOINTS} webhook endpoints",
-                type_slug="too-many-webhooks",
+                code="too-many-webhooks",
                 limit="max_webhook_endpoints",
             )
         endpoint = WebhookEndpoint(
