@@ -29,7 +29,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from facegate.engine.models.runtime import Device, InferencePool, PoolSettings
+from facegate.engine.modelstore.inference import Device, InferencePool, PoolSettings
 
 SIZE = 128
 

@@ -39,7 +39,7 @@ import time, json, sys
 start = time.perf_counter()
 from pathlib import Path
 import cv2
-from facegate.engine.models.hub import configure_default_hub
+from facegate.engine.modelstore.hub import configure_default_hub
 hub = configure_default_hub(Path(sys.argv[1]), warm_up=json.loads(sys.argv[2]))
 warm = time.perf_counter() - start
 from facegate.engine.pipeline import Pipeline, PipelineSpec
@@ -53,11 +53,11 @@ RSS = r"""
 import json, resource, sys
 import numpy as np
 from pathlib import Path
-from facegate.engine.models.hub import ModelHub
-from facegate.engine.models.store import ModelStore
-from facegate.engine.models.tags import ModelRequest
+from facegate.engine.modelstore.hub import ModelHub
+from facegate.engine.modelstore.store import ModelStore
+from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.moderation import preprocess, forward_open_nsfw
-from facegate.engine.models.frame_enhance import forward_ncnn_realesrgan
+from facegate.engine.networks.frame_enhance import forward_ncnn_realesrgan
 
 def rss_mb():
     for line in open("/proc/self/status"):
@@ -89,10 +89,10 @@ if policy == "spin":
 import cv2
 import numpy as np
 from pathlib import Path
-from facegate.engine.models import tiling
-from facegate.engine.models.frame_enhance import FRAME_ENHANCERS, forward_ncnn_realesrgan
-from facegate.engine.models.hub import ModelHub
-from facegate.engine.models.store import ModelStore
+from facegate.engine.networks import tiling
+from facegate.engine.networks.frame_enhance import FRAME_ENHANCERS, forward_ncnn_realesrgan
+from facegate.engine.modelstore.hub import ModelHub
+from facegate.engine.modelstore.store import ModelStore
 
 hub = ModelHub(ModelStore(Path("/nonexistent")))
 net, _ = hub.ncnn(name)
@@ -170,7 +170,7 @@ def esrgan_child(args: list[str], policy: str) -> dict[str, object]:
 def compare_esrgan(size: int, rounds: int) -> None:
     """Old settings (fixed FaceFusion tiles, spinning OpenMP) vs the chosen ones, interleaved
     in the same run so shared-machine load hits both alike."""
-    from facegate.engine.models.frame_enhance import FRAME_ENHANCERS  # imports no ncnn
+    from facegate.engine.networks.frame_enhance import FRAME_ENHANCERS  # imports no ncnn
 
     print(f"load average {os.getloadavg()}")
     for name, old_tile in OLD_TILES.items():

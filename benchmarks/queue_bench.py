@@ -26,13 +26,12 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine, insert, make_url, text
 
-from facegate.database import create_engine_from_url, migrate
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import create_engine_from_url, migrate, utcnow
+from facegate.jobs.tables import Job
 from facegate.queue.claim import Claim
 from facegate.queue.notify import QueueListener
 from facegate.queue.postgres import PostgresClaimer
-from facegate.tenancy.models import Policy, Tenant
+from facegate.tenancy.tables import Policy, Tenant
 
 BASE_URL = os.environ.get(
     "FACEGATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from facegate.engine.models.store import ModelStore
+from facegate.engine.modelstore.store import ModelStore
 
 MARKER_BGR = (255, 0, 200)
 STANDIN_TAG = "standin"

@@ -18,6 +18,7 @@ from sqlalchemy import inspect, text
 
 from facegate.database import (
     MIGRATION_LOCK_KEY,
+    Base,
     create_engine_from_url,
     create_session_factory,
     current_revision,
@@ -25,7 +26,6 @@ from facegate.database import (
     migrate,
     session_scope,
 )
-from facegate.db import Base
 
 POSTGRES_URL = os.environ.get("FACEGATE_TEST_POSTGRES_URL") or (
     "postgresql+psycopg://postgres@127.0.0.1:5432/test" if os.environ.get("CI") == "true" else None
@@ -54,9 +54,9 @@ def postgres_url() -> Iterator[str]:
 
 
 def assert_schema_matches_models(url: str) -> None:
-    import facegate.tenancy.models  # noqa: F401  (register tables)
+    import facegate.tenancy.tables  # noqa: F401  (register tables)
 
-    for module in ("facegate.jobs.models", "facegate.storage.models"):
+    for module in ("facegate.jobs.tables", "facegate.storage.tables"):
         try:
             __import__(module)
         except ModuleNotFoundError:

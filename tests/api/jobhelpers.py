@@ -18,8 +18,8 @@ from tests.testdata import FACES
 
 from facegate.api.state import AppState
 from facegate.database import session_scope
-from facegate.jobs.models import Job
-from facegate.storage.models import StoredObject
+from facegate.jobs.tables import Job
+from facegate.storage.tables import StoredObject
 
 DEBUG_TENANT_POLICY: dict[str, Any] = {
     "allowed_processors": ["face_swapper", "face_debugger"],

@@ -23,10 +23,10 @@ from tests.moderationkit import (
 from tests.testdata import FACES
 
 from facegate.database import session_scope
-from facegate.engine.models.store import ModelStore
+from facegate.engine.modelstore.store import ModelStore
 from facegate.engine.video.synth import ClipSpec, make_face_clip
-from facegate.observability.audit.models import AuditEvent
-from facegate.storage.models import StoredObject
+from facegate.observability.audit.tables import AuditEvent
+from facegate.storage.tables import StoredObject
 from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(300)

@@ -21,8 +21,8 @@ from facegate.consent.service import ConsentService
 from facegate.database import session_scope
 from facegate.engine.processors.registry import PROCESSORS, processor_class, sensitive_processors
 from facegate.errors import InvalidInput
-from facegate.jobs.models import Job
-from facegate.observability.audit.models import AuditEvent
+from facegate.jobs.tables import Job
+from facegate.observability.audit.tables import AuditEvent
 from facegate.observability.jobs import audit_submission
 from facegate.tenancy.principal import Principal
 

@@ -12,7 +12,7 @@ from tests.conftest import MakeClient
 
 from facegate.api.shedding import LoadSheddingMiddleware, QueuedEstimate
 from facegate.database import session_scope
-from facegate.jobs.models import Job
+from facegate.jobs.tables import Job
 
 
 def create_blocking_app(release: anyio.Event, entered: anyio.Event) -> ASGIApp:

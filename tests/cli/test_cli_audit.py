@@ -23,7 +23,7 @@ from tests.ratelimit.ratelimitfactories import require_redis, unique_prefix
 from facegate.cli import COMMANDS, main
 from facegate.cli.common import cli_actor
 from facegate.database import create_engine_from_url, create_session_factory, session_scope
-from facegate.observability.audit.models import AuditEvent
+from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.ratelimit.bans import BanPolicy
 from facegate.ratelimit.redisbans import RedisBanStore

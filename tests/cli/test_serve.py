@@ -11,7 +11,7 @@ from sqlalchemy import select
 from facegate.cli.common import cli_actor
 from facegate.cli.demo import demo_banner, ensure_demo
 from facegate.database import migrate, session_scope
-from facegate.observability.audit.models import AuditEvent
+from facegate.observability.audit.tables import AuditEvent
 
 
 async def test_demo_keys_are_printed_work_and_survive_restarts(make_client: Any) -> None:

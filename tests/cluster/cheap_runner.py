@@ -15,10 +15,10 @@ import time
 import zlib
 
 from facegate.engine.errors import Cancelled
-from facegate.jobs.models import Job
+from facegate.jobs.tables import Job
 from facegate.provenance.marker import JobMark
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.models import Policy
+from facegate.tenancy.tables import Policy
 from facegate.worker.runner import JobOutput, ProgressFn
 
 DEFAULT_SECONDS = 0.02

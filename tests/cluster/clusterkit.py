@@ -27,11 +27,11 @@ from tests.dbkit import postgres_hint, postgres_url
 from facegate.database import (
     create_session_factory,
     session_scope,
+    utcnow,
 )
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.jobs.tables import Job
 from facegate.provenance.keys import create_keys
-from facegate.tenancy.models import Policy, Tenant
+from facegate.tenancy.tables import Policy, Tenant
 
 HERE = Path(__file__).resolve().parent
 FACEGATE = str(Path(sys.executable).with_name("facegate"))

@@ -11,10 +11,9 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 from tests.dbkit import drop_database, fresh_database
 
-from facegate.consent.models import ConsentAttestation
 from facegate.consent.repository import ConsentRepository
-from facegate.database import create_session_factory, session_scope
-from facegate.db import utcnow
+from facegate.consent.tables import ConsentAttestation
+from facegate.database import create_session_factory, session_scope, utcnow
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

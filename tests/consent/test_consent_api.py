@@ -24,10 +24,9 @@ from tests.api.jobhelpers import (
     wait_terminal,
 )
 
-from facegate.consent.models import ConsentAttestation
-from facegate.database import session_scope
-from facegate.db import utcnow
-from facegate.observability.audit.models import AuditEvent
+from facegate.consent.tables import ConsentAttestation
+from facegate.database import session_scope, utcnow
+from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.reading import read_manifest
 from facegate.worker.embedded import workers_service

@@ -124,7 +124,7 @@ def test_policy_is_read_from_the_database_when_the_tenant_exists(
         migrate,
         session_scope,
     )
-    from facegate.tenancy.models import Policy, Tenant
+    from facegate.tenancy.tables import Policy, Tenant
 
     url = f"sqlite:///{tmp_path}/facegate.db"
     migrate(url)

@@ -13,11 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.dbkit import drop_database as drop_schema
 from tests.dbkit import fresh_database
 
-from facegate.database import create_session_factory
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import create_session_factory, utcnow
+from facegate.jobs.tables import Job
 from facegate.queue.claim import Claim, JobClaimer
-from facegate.tenancy.models import Policy, Tenant
+from facegate.tenancy.tables import Policy, Tenant
 
 # id(engine) -> the private PostgreSQL schema made for it
 _SCHEMAS: dict[int, str] = {}

@@ -9,9 +9,8 @@ from datetime import timedelta
 from jobfactories import claim_concurrently, create_job, create_tenant, seconds_ago, sessions_of
 from sqlalchemy import Engine, select
 
-from facegate.database import session_scope
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import session_scope, utcnow
+from facegate.jobs.tables import Job
 from facegate.queue.claim import LockingClaimer, QueueHead, TenantLimits, choose_job
 
 

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import OperationalError
 
 from facegate.database import create_engine_from_url, session_scope
-from facegate.jobs.models import Job
+from facegate.jobs.tables import Job
 from facegate.queue.claim import Claim
 from facegate.queue.postgres import TENANT_LOCK_NAMESPACE, PostgresClaimer, ServedTenants
 

@@ -9,15 +9,14 @@ from pathlib import Path
 from jobfactories import create_job, create_tenant, sessions_of
 from sqlalchemy import Engine, select
 
-from facegate.database import session_scope
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import session_scope, utcnow
+from facegate.jobs.tables import Job
 from facegate.provenance.marker import marker_for
 from facegate.queue import leases
 from facegate.queue.claim import LockingClaimer
 from facegate.storage.memory import MemoryStore
 from facegate.storage.tenant import TenantStore
-from facegate.usage.models import UsageRecord
+from facegate.usage.tables import UsageRecord
 from facegate.worker.pool import WorkerConfig, WorkerPool
 
 

@@ -96,7 +96,7 @@ def test_no_job_query_bypasses_the_scoped_repository() -> None:
 
 def test_the_lint_catches_a_bypass() -> None:
     bad = ast.parse(
-        "from facegate.jobs.models import Job\n"
+        "from facegate.jobs.tables import Job\n"
         "def handler(session, job_id):\n"
         "    return session.get(Job, job_id)\n"
         "def other(session):\n"

@@ -19,8 +19,8 @@ from tests.testdata import FACES
 
 from facegate.database import session_scope
 from facegate.engine.video.synth import ClipSpec, make_face_clip
-from facegate.jobs.models import Job
-from facegate.storage.models import StoredObject
+from facegate.jobs.tables import Job
+from facegate.storage.tables import StoredObject
 from facegate.worker.embedded import workers_service
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

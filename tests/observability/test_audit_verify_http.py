@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import update
 
-from facegate.observability.audit.models import AuditEvent
+from facegate.observability.audit.tables import AuditEvent
 
 
 async def test_verify_over_http_names_an_edited_row(make_client: Any) -> None:

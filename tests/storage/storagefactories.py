@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate
 from facegate.storage.s3 import S3Store
-from facegate.tenancy.models import Policy, Tenant
+from facegate.tenancy.tables import Policy, Tenant
 
 # make_s3_store(**S3Options fields) -> S3Store (the fixture in conftest.py)
 S3Factory = Callable[..., S3Store]

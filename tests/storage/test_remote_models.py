@@ -16,7 +16,7 @@ from tests.models.modelfiles import identity_model
 
 from conftest import make_settings
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.store import ModelStore
+from facegate.engine.modelstore.store import ModelStore
 from facegate.storage.base import ObjectStore
 from facegate.storage.memory import MemoryStore
 from facegate.storage.remote_models import ObjectStorageModels

@@ -10,8 +10,8 @@ import s3fixtures
 from tests.conftest import MakeClient
 
 from facegate.database import session_scope
-from facegate.jobs.models import Job
 from facegate.jobs.runtime import tenant_store_for
+from facegate.jobs.tables import Job
 
 moto_endpoint = s3fixtures.moto_endpoint
 s3_credentials = s3fixtures.s3_credentials

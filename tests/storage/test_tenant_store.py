@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from storagefactories import create_database, create_tenant
 
-from facegate.database import session_scope
-from facegate.db import utcnow
+from facegate.database import session_scope, utcnow
 from facegate.storage.base import CHUNK_SIZE, InvalidKey, StorageQuotaExceeded
 from facegate.storage.local import LocalStore
 from facegate.storage.memory import MemoryStore
-from facegate.storage.models import StoredObject
+from facegate.storage.tables import StoredObject
 from facegate.storage.tenant import TenantStore, build_key
 
 JOB = uuid.UUID("12345678-1234-5678-1234-567812345678")

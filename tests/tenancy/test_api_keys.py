@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from facegate.database import session_scope
-from facegate.db import utcnow
+from facegate.database import session_scope, utcnow
 from facegate.tenancy import keys
-from facegate.tenancy.models import ApiKey
+from facegate.tenancy.tables import ApiKey
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -10,16 +10,15 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from facegate.database import create_engine_from_url, create_session_factory, migrate
-from facegate.db import utcnow
+from facegate.database import create_engine_from_url, create_session_factory, migrate, utcnow
 from facegate.errors import Unauthenticated
 from facegate.tenancy import keys
 from facegate.tenancy.identity import authenticate_api_key, cached_principal
 from facegate.tenancy.keycache import KeyCache, key_cache
-from facegate.tenancy.models import ApiKey
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.schemas import KeyCreate, TenantSpec
 from facegate.tenancy.service import TenancyService
+from facegate.tenancy.tables import ApiKey
 
 
 @pytest.fixture

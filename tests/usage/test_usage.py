@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from facegate.cli import main
 from facegate.database import create_session_factory, session_scope
-from facegate.jobs.models import Job
+from facegate.jobs.tables import Job
 from facegate.usage.service import Consumption, record_job_usage, summarise
 
 DAY1 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)

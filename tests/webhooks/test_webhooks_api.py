@@ -25,9 +25,9 @@ from dbkit import drop_database, fresh_database
 from facegate.database import create_engine_from_url, session_scope
 from facegate.webhooks.addresses import parse_networks
 from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
-from facegate.webhooks.models import WebhookEvent
 from facegate.webhooks.runtime import deliveries_service
 from facegate.webhooks.signing import InvalidSignature, verify
+from facegate.webhooks.tables import WebhookEvent
 from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(180)

@@ -20,7 +20,7 @@ def _stored_policy(tenant_id: str) -> tuple[str, dict[str, Any]] | None:
 
     from facegate.database import create_engine_from_url, create_session_factory
     from facegate.settings import get_settings
-    from facegate.tenancy.models import Tenant
+    from facegate.tenancy.tables import Tenant
 
     engine = create_engine_from_url(get_settings().database_url)
     try:

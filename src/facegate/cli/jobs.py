@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from facegate.cli.common import database_option, transaction
-from facegate.jobs.models import JOB_STATUSES
 from facegate.jobs.repository import JobRepository
+from facegate.jobs.tables import JOB_STATUSES
 
 
 @click.group()

@@ -7,7 +7,7 @@ from datetime import timedelta
 import click
 
 from facegate.cli.common import cli_actor, database_option, transaction
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.tenancy.audited import create_key, revoke_key
 from facegate.tenancy.principal import ALL_SCOPES
 from facegate.tenancy.schemas import KeyCreate

@@ -15,8 +15,8 @@ import click
 
 from facegate.cli.common import cli_actor, database_option, transaction
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.manifest import MODEL_KINDS
-from facegate.engine.models.store import ModelStore
+from facegate.engine.modelstore.manifest import MODEL_KINDS
+from facegate.engine.modelstore.store import ModelStore
 from facegate.observability.audit import MODEL_INSTALL, model_installed_details, record_audit
 
 

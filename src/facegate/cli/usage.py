@@ -11,8 +11,8 @@ import click
 from facegate.cli.common import database_option, load_settings, transaction
 from facegate.observability.timeparams import window
 from facegate.usage.export import export_lines
-from facegate.usage.models import UsageRecord
 from facegate.usage.repository import UsageRepository
+from facegate.usage.tables import UsageRecord
 
 
 @click.group()

@@ -8,7 +8,7 @@ import uuid
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from facegate.consent.models import ConsentAttestation
+from facegate.consent.tables import ConsentAttestation
 
 
 class ConsentRepository:

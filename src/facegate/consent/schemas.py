@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.errors import InvalidInput
 
 #: Clock skew allowed between the client's ``attested_at`` and the server.

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
-from facegate.consent.models import ConsentAttestation
 from facegate.consent.repository import ConsentRepository
 from facegate.consent.schemas import ConsentRef, parse_consent
-from facegate.db import utcnow
+from facegate.consent.tables import ConsentAttestation
+from facegate.database import utcnow
 from facegate.engine.processors.registry import sensitive_processors
 from facegate.errors import InvalidInput
 

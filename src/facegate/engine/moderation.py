@@ -22,7 +22,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from facegate.engine.errors import ContentPolicyViolation, CorruptMedia, InvalidOptions
-from facegate.engine.models.hub import ModelHub, OnnxModel, default_hub
+from facegate.engine.modelstore.hub import ModelHub, OnnxModel, default_hub
 from facegate.engine.types import Frame
 from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
 

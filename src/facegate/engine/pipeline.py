@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from facegate.engine.errors import InvalidOptions, NoFaceDetected
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
 from facegate.engine.identity import attach_identity
-from facegate.engine.models.tags import ModelRequest
+from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces

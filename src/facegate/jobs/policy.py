@@ -7,7 +7,7 @@ from typing import Any
 
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import Forbidden, InvalidInput
-from facegate.tenancy.models import Policy, fits_resolution
+from facegate.tenancy.tables import Policy, fits_resolution
 
 
 def requested_models(spec: PipelineSpec) -> list[tuple[str, str]]:

@@ -29,8 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import utcnow
+from facegate.jobs.tables import Job
 
 
 @dataclass(frozen=True)

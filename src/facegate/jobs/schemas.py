@@ -13,8 +13,8 @@ from sqlalchemy import Row
 
 from facegate.consent.schemas import ConsentRef
 from facegate.errors import InvalidInput
-from facegate.jobs.models import Job
 from facegate.jobs.repository import Cursor
+from facegate.jobs.tables import Job
 
 
 class JobError(BaseModel):

@@ -18,14 +18,14 @@ from facegate.consent.service import ConsentService
 from facegate.engine.image import ImageInfo, ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import InvalidInput, NotFound, OutOfStorage, QuotaExceeded
-from facegate.jobs.models import Job
 from facegate.jobs.options import parse_options, validate_processors
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.repository import JobRepository
+from facegate.jobs.tables import Job
 from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.storage.base import StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.models import Policy
+from facegate.tenancy.tables import Policy
 
 MAX_SOURCES = 16
 MAX_ATTEMPTS = 3

@@ -22,7 +22,7 @@ from facegate.engine.video import VideoInfo, VideoLimits, VideoOptions, probe_vi
 from facegate.engine.video.probe import looks_like_video
 from facegate.errors import InvalidInput
 from facegate.jobs.policy import output_size
-from facegate.tenancy.models import Policy, resolution_dimensions
+from facegate.tenancy.tables import Policy, resolution_dimensions
 
 MAX_FPS_AT_CAP = 60
 #: engine limit name -> the policy field a client can look up in /v1/capabilities

@@ -8,19 +8,18 @@ import importlib
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from facegate.database import create_engine_from_url
-from facegate.db import Base
+from facegate.database import Base, create_engine_from_url
 
 # Every module that declares tables; imported so autogenerate sees the whole schema.
 MODEL_MODULES = (
-    "facegate.tenancy.models",
-    "facegate.jobs.models",
-    "facegate.storage.models",
-    "facegate.usage.models",
-    "facegate.observability.audit.models",
-    "facegate.consent.models",
-    "facegate.provenance.models",
-    "facegate.webhooks.models",
+    "facegate.tenancy.tables",
+    "facegate.jobs.tables",
+    "facegate.storage.tables",
+    "facegate.usage.tables",
+    "facegate.observability.audit.tables",
+    "facegate.consent.tables",
+    "facegate.provenance.tables",
+    "facegate.webhooks.tables",
 )
 
 for module_name in MODEL_MODULES:

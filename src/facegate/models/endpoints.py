@@ -10,7 +10,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
-from facegate.engine.models.manifest import MODEL_KINDS
+from facegate.engine.modelstore.manifest import MODEL_KINDS
 from facegate.models.installed import installation_model_store
 from facegate.models.schemas import ModelList, ModelOut
 from facegate.models.service import ModelService

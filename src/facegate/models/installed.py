@@ -7,10 +7,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from facegate.engine.models.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
-from facegate.engine.models.manifest import SAFE_NAME
-from facegate.engine.models.store import ModelStore
-from facegate.engine.models.swap_models import SWAPPERS
+from facegate.engine.modelstore.manifest import SAFE_NAME
+from facegate.engine.modelstore.store import ModelStore
+from facegate.engine.networks.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
+from facegate.engine.networks.swap_models import SWAPPERS
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import Conflict, InvalidInput
 from facegate.settings import Settings

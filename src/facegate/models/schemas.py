@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from facegate.engine.models.manifest import ModelVersion
+from facegate.engine.modelstore.manifest import ModelVersion
 
 
 class ModelFileOut(BaseModel):

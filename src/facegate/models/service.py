@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.contracts import check_model_file
-from facegate.engine.models.manifest import SAFE_NAME, ModelVersion
-from facegate.engine.models.store import ModelStore
+from facegate.engine.modelstore.manifest import SAFE_NAME, ModelVersion
+from facegate.engine.modelstore.store import ModelStore
+from facegate.engine.networks.contracts import check_model_file
 from facegate.errors import Conflict, Forbidden, InvalidInput, NotFound
-from facegate.tenancy.models import Policy
+from facegate.tenancy.tables import Policy
 
 CHUNK = 1 << 20
 

@@ -16,8 +16,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import utcnow
+from facegate.jobs.tables import Job
 from facegate.observability.labels import TenantLabels, tenant_label
 
 

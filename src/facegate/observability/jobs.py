@@ -9,9 +9,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.engine.processors.registry import sensitive_processors
-from facegate.jobs.models import Job
+from facegate.jobs.tables import Job
 from facegate.observability import metrics
 from facegate.observability.audit import (
     CONSENT_ATTEST,

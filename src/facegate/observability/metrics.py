@@ -150,10 +150,10 @@ def worker_heartbeat() -> None:
 def install_model_load_hook() -> None:
     """Observe every model the engine's inference pools load (the engine itself knows
     nothing of Prometheus: it calls plain listeners)."""
-    from facegate.engine.models import runtime
+    from facegate.engine.modelstore import inference
 
-    if model_loaded not in runtime.LOAD_LISTENERS:
-        runtime.LOAD_LISTENERS.append(model_loaded)
+    if model_loaded not in inference.LOAD_LISTENERS:
+        inference.LOAD_LISTENERS.append(model_loaded)
 
 
 class _DefaultRegistry(Collector):

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import c2pa
 
 from facegate import __version__
-from facegate.engine.models.store import sha256_file
+from facegate.engine.modelstore.store import sha256_file
 from facegate.provenance.errors import ProvenanceUnavailable
 from facegate.provenance.keys import InstallationKeys
 

@@ -32,7 +32,7 @@ from facegate.provenance.payload import encode_payload
 from facegate.provenance.repository import MarkRepository
 
 if TYPE_CHECKING:
-    from facegate.jobs.models import Job
+    from facegate.jobs.tables import Job
     from facegate.worker.runner import JobOutput
 
 SIDECAR_NAME = "manifest.c2pa"

@@ -15,7 +15,7 @@ import c2pa
 import cv2
 import numpy as np
 
-from facegate.engine.models.store import sha256_file
+from facegate.engine.modelstore.store import sha256_file
 from facegate.engine.types import Frame
 from facegate.engine.watermark import candidate_views, markable, watermark_scores
 from facegate.provenance.keys import InstallationKeys

@@ -13,7 +13,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from facegate.provenance.models import ProvenanceMark
+from facegate.provenance.tables import ProvenanceMark
 
 
 class MarkRepository:

@@ -21,7 +21,6 @@ from facegate.engine.image import ImageLimits, load_image
 from facegate.engine.video.probe import VideoLimits, looks_like_video, probe_video
 from facegate.observability.audit import record_audit
 from facegate.provenance.keys import InstallationKeys
-from facegate.provenance.models import ProvenanceMark
 from facegate.provenance.reading import (
     ManifestFinding,
     WatermarkFinding,
@@ -38,6 +37,7 @@ from facegate.provenance.schemas import (
     VerifyOut,
     WatermarkOut,
 )
+from facegate.provenance.tables import ProvenanceMark
 from facegate.tenancy.principal import Principal
 
 PROVENANCE_VERIFY = "provenance.verify"

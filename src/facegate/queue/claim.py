@@ -19,9 +19,9 @@ from typing import Protocol
 
 from sqlalchemy import Connection, Engine, func, select, text, update
 
-from facegate.db import utcnow
-from facegate.jobs.models import Job
-from facegate.tenancy.models import Policy, Tenant
+from facegate.database import utcnow
+from facegate.jobs.tables import Job
+from facegate.tenancy.tables import Policy, Tenant
 
 # Arbitrary constant naming the claim lock among PostgreSQL advisory locks.
 CLAIM_LOCK_KEY = 0x66676A62  # "fgjb"

@@ -21,9 +21,8 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from facegate.database import session_scope
-from facegate.db import utcnow
-from facegate.jobs.models import WorkerRecord
+from facegate.database import session_scope, utcnow
+from facegate.jobs.tables import WorkerRecord
 
 log = structlog.get_logger("facegate.queue.heartbeat")
 

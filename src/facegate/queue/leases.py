@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import utcnow
+from facegate.jobs.tables import Job
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import psycopg
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.queue.claim import Claim
 
 # First key of the two-int advisory locks that guard per-tenant admission (second key:

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.manifest import ModelFile, ModelVersion, parse_manifest
-from facegate.engine.models.store import ModelStore
+from facegate.engine.modelstore.manifest import ModelFile, ModelVersion, parse_manifest
+from facegate.engine.modelstore.store import ModelStore
 from facegate.storage.base import (
     InvalidKey,
     ObjectNotFound,

@@ -19,7 +19,7 @@ from typing import Literal, get_args
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.storage.base import (
     InvalidKey,
     ObjectNotFound,
@@ -30,7 +30,7 @@ from facegate.storage.base import (
     data_size,
     file_chunks,
 )
-from facegate.storage.models import StoredObject
+from facegate.storage.tables import StoredObject
 
 Kind = Literal["inputs", "outputs", "previews"]
 KINDS: frozenset[str] = frozenset(get_args(Kind))

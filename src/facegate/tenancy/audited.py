@@ -11,10 +11,10 @@ from sqlalchemy.orm import Session
 
 from facegate.observability import audit
 from facegate.observability.audit import record_audit
-from facegate.tenancy.models import ApiKey, Tenant
 from facegate.tenancy.principal import Principal
 from facegate.tenancy.schemas import KeyCreate, PolicyOut, TenantSpec
 from facegate.tenancy.service import ApplyOutcome, CreatedKey, TenancyService
+from facegate.tenancy.tables import ApiKey, Tenant
 
 _TENANT_FIELDS = ("name", "status", "isolation", "storage_path_info")
 Actor = Principal | str

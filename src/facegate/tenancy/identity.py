@@ -13,7 +13,7 @@ from datetime import datetime
 import structlog
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.errors import Unauthenticated
 from facegate.tenancy import keys
 from facegate.tenancy.jwt import InvalidToken, JwtVerifier

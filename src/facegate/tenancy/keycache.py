@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.tenancy.principal import Principal
 
 AUTH_CACHE_SECONDS = 5.0

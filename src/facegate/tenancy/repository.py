@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
-from facegate.tenancy.models import ApiKey, Policy, Tenant
+from facegate.tenancy.tables import ApiKey, Policy, Tenant
 
 
 class TenancyRepository:

@@ -12,13 +12,13 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.tenancy import keys
 from facegate.tenancy.keycache import invalidate_on_commit
-from facegate.tenancy.models import ApiKey, Policy, Tenant
 from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec, TenantUpdate
+from facegate.tenancy.tables import ApiKey, Policy, Tenant
 
 ApplyOutcome = Literal["created", "configured", "unchanged"]
 

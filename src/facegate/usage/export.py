@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from facegate.usage.models import UsageRecord
 from facegate.usage.repository import SUMMED
+from facegate.usage.tables import UsageRecord
 
 EVENT_TYPE = "com.facegate.job.usage"
 SPEC_VERSION = "1.0"

@@ -10,7 +10,7 @@ from sqlalchemy import Date, Select, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from facegate.usage.models import UsageRecord
+from facegate.usage.tables import UsageRecord
 
 SUMMED = (
     "compute_seconds",

@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import utcnow
+from facegate.jobs.tables import Job
 from facegate.usage.repository import SUMMED, UsageRepository
 
 

@@ -23,10 +23,9 @@ import structlog
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from facegate.database import session_scope
-from facegate.db import utcnow
-from facegate.jobs.models import Job
+from facegate.database import session_scope, utcnow
 from facegate.jobs.repository import JobRepository
+from facegate.jobs.tables import Job
 from facegate.settings import Settings
 from facegate.webhooks.addresses import (
     AddressRefused,
@@ -35,9 +34,9 @@ from facegate.webhooks.addresses import (
     destination,
     parse_networks,
 )
-from facegate.webhooks.models import WebhookDelivery
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.signing import signed_headers
+from facegate.webhooks.tables import WebhookDelivery
 from facegate.webhooks.transport import Attempt, WebhookSender
 
 log = structlog.get_logger("facegate.webhooks")

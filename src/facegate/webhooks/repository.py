@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
-from facegate.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
+from facegate.webhooks.tables import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 
 class WebhookRepository:

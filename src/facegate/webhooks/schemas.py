@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from facegate.webhooks.models import EVENT_TYPES, EventType
+from facegate.webhooks.tables import EVENT_TYPES, EventType
 
 MAX_GRACE_SECONDS = 7 * 24 * 3600
 

@@ -11,15 +11,15 @@ from typing import Final
 import structlog
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
+from facegate.database import utcnow
 from facegate.errors import InvalidInput, NotFound
 from facegate.observability.audit import record_audit
 from facegate.tenancy.principal import Principal
 from facegate.webhooks.addresses import IPNetwork, literal_refusal
-from facegate.webhooks.models import WebhookEndpoint
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.schemas import EndpointCreate
 from facegate.webhooks.signing import new_secret
+from facegate.webhooks.tables import WebhookEndpoint
 
 log = structlog.get_logger("facegate.webhooks")
 

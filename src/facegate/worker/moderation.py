@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 
 from facegate.engine.errors import ContentPolicyViolation
-from facegate.engine.models.hub import ModelHub, default_hub
+from facegate.engine.modelstore.hub import ModelHub, default_hub
 from facegate.engine.moderation import ModerationPolicy, Moderator, sample_video
 from facegate.engine.types import Frame
 from facegate.observability import metrics

@@ -23,12 +23,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from facegate.database import session_scope
-from facegate.db import utcnow
+from facegate.database import session_scope, utcnow
 from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineError
 from facegate.errors import ServiceError
-from facegate.jobs.models import Job
 from facegate.jobs.repository import JobRepository
+from facegate.jobs.tables import Job
 from facegate.observability.jobs import audit_moderation, observe_finished
 from facegate.observability.metrics import worker_heartbeat
 from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
@@ -36,7 +35,7 @@ from facegate.queue import leases
 from facegate.queue.claim import Claim, JobClaimer, LockingClaimer
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.models import Policy
+from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption, record_job_usage
 from facegate.worker.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
 

@@ -18,13 +18,13 @@ from facegate.engine.label import draw_label
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.watermark import embed_watermark
-from facegate.jobs.models import Job
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
+from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
 from facegate.storage.base import data_size
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.models import Policy
 from facegate.tenancy.schemas import DisclosureLabel
+from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
 
 if TYPE_CHECKING:

@@ -21,12 +21,12 @@ from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoProgress
 from facegate.engine.watermark import VideoWatermark
-from facegate.jobs.models import Job
 from facegate.jobs.policy import check_spec_allowed
+from facegate.jobs.tables import Job
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.models import Policy
+from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
 from facegate.worker.runner import JobOutput, ProgressFn, disclose, source_items
 

@@ -1,6 +1,6 @@
 """``age_modifier``: makes each selected face older or younger (the specification's
 enterprise-gated "age change"). Models: styleganex_age (default) or fran, FaceFusion format,
-from the model store (see engine.models.age_modify). Sensitive: its use is audited."""
+from the model store (see engine.networks.age_modify). Sensitive: its use is audited."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 from pydantic import Field
 
 from facegate.engine.errors import InvalidOptions, ModelUnavailable
-from facegate.engine.models.age_modify import (
+from facegate.engine.modelstore.hub import OnnxModel, UsesModelHub
+from facegate.engine.networks.age_modify import (
     AGE_MODELS,
     AgeModelSpec,
     estimate_age,
@@ -22,8 +23,11 @@ from facegate.engine.models.age_modify import (
     scale_keypoints5,
     styleganex_direction,
 )
-from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
-from facegate.engine.models.hub import OnnxModel, UsesModelHub
+from facegate.engine.networks.face_helper import (
+    create_box_mask,
+    paste_back,
+    warp_face_by_keypoints5,
+)
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.face_enhancer import target_faces
 from facegate.engine.processors.model_check import require_models

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from facegate.engine.errors import Cancelled, InvalidOptions
-from facegate.engine.models.tags import ModelRequest
+from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.types import Face, Frame
 
 
@@ -52,7 +52,7 @@ class JobContext:
     - ``state``: per-processor scratch space for this job (``state[processor.name]``);
     - ``cancel``: set to stop; processors call ``check_cancelled()`` between stages;
     - ``model_request``: tenant, tag pins / A/B split and job id for model resolution
-      (engine.models); ``models_used``: model name -> tag actually used (the job records it).
+      (engine.modelstore); ``models_used``: model name -> tag actually used (the job records it).
     """
 
     options: dict[str, ProcessorOptions] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """``expression_restorer``: gives each processed face back the expression it had in the
 original frame (after a swap, the target's own expression), with FaceFusion's LivePortrait
-parts from the model store (engine.models.live_portrait). Sensitive ("expression transfer").
+parts from the model store (engine.networks.live_portrait). Sensitive ("expression transfer").
 
 The original frame is the one the pipeline received, before any processor ran
 (``ctx.state["pipeline"]["original_frame"]``)."""
@@ -12,9 +12,13 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
-from facegate.engine.models.hub import OnnxModel, UsesModelHub
-from facegate.engine.models.live_portrait import (
+from facegate.engine.modelstore.hub import OnnxModel, UsesModelHub
+from facegate.engine.networks.face_helper import (
+    create_box_mask,
+    paste_back,
+    warp_face_by_keypoints5,
+)
+from facegate.engine.networks.live_portrait import (
     CROP_SIZE,
     FEATURE_EXTRACTOR,
     GENERATOR,

@@ -15,7 +15,8 @@ import numpy as np
 from pydantic import Field
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.face_enhance import (
+from facegate.engine.modelstore.hub import UsesModelHub
+from facegate.engine.networks.face_enhance import (
     FACE_ENHANCERS,
     FaceEnhancerSpec,
     blend_paste_frame,
@@ -23,10 +24,13 @@ from facegate.engine.models.face_enhance import (
     normalize_crop_frame,
     prepare_crop_frame,
 )
-from facegate.engine.models.face_helper import create_box_mask, paste_back, warp_face_by_keypoints5
-from facegate.engine.models.frame_enhance import FRAME_ENHANCERS, forward_ncnn_realesrgan
-from facegate.engine.models.hub import UsesModelHub
-from facegate.engine.models.tiling import enhance_fitted
+from facegate.engine.networks.face_helper import (
+    create_box_mask,
+    paste_back,
+    warp_face_by_keypoints5,
+)
+from facegate.engine.networks.frame_enhance import FRAME_ENHANCERS, forward_ncnn_realesrgan
+from facegate.engine.networks.tiling import enhance_fitted
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Face, Frame
 

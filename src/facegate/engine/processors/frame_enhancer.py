@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.frame_enhance import (
+from facegate.engine.modelstore.hub import UsesModelHub
+from facegate.engine.modelstore.manifest import ModelVersion
+from facegate.engine.networks.frame_enhance import (
     FRAME_ENHANCERS,
     FrameEnhancerSpec,
     blend_frame,
@@ -23,9 +25,7 @@ from facegate.engine.models.frame_enhance import (
     normalize_tile_frame,
     prepare_tile_frame,
 )
-from facegate.engine.models.hub import UsesModelHub
-from facegate.engine.models.manifest import ModelVersion
-from facegate.engine.models.tiling import enhance_fitted, enhance_tiled
+from facegate.engine.networks.tiling import enhance_fitted, enhance_tiled
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.types import Frame
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.models.hub import ModelHub
-from facegate.engine.models.store import TENANTS_DIR
+from facegate.engine.modelstore.hub import ModelHub
+from facegate.engine.modelstore.store import TENANTS_DIR
 
 
 def installed_anywhere(hub: ModelHub, name: str) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from facegate.engine.types import Face, Frame
 
 if TYPE_CHECKING:
-    from facegate.engine.models.tags import ModelRequest
+    from facegate.engine.modelstore.tags import ModelRequest
     from facegate.engine.swap.options import FaceSwapperOptions
 
 
@@ -78,7 +78,7 @@ def register_swap_backend(name: str, factory: SwapBackendFactory) -> None:
 def _load_plugins() -> None:
     # The ONNX swappers register themselves when their module is imported; importing it here
     # (lazily: it pulls in onnxruntime) makes every FaceFusion model name a valid choice.
-    import facegate.engine.models.onnx_swap  # noqa: F401
+    import facegate.engine.networks.onnx_swap  # noqa: F401
 
 
 def swap_backend_names() -> frozenset[str]:

@@ -7,10 +7,10 @@ from typing import Any, Final
 
 from sqlalchemy.orm import Session
 
-from facegate.db import utcnow
-from facegate.engine.models.manifest import ModelVersion
-from facegate.observability.audit.models import AuditEvent
+from facegate.database import utcnow
+from facegate.engine.modelstore.manifest import ModelVersion
 from facegate.observability.audit.repository import AuditRepository
+from facegate.observability.audit.tables import AuditEvent
 from facegate.observability.logging import current_request_id
 from facegate.tenancy.principal import Principal
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from facegate.observability.audit.models import GENESIS_HASH
+from facegate.observability.audit.tables import GENESIS_HASH
 
 
 class ChainRow(Protocol):

@@ -10,7 +10,7 @@ from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
 from facegate.observability.audit.chain import canonical_fields, compute_hash
-from facegate.observability.audit.models import GENESIS_HASH, AuditEvent, AuditHead
+from facegate.observability.audit.tables import GENESIS_HASH, AuditEvent, AuditHead
 
 HEAD_ID = 1
 
