@@ -16,11 +16,11 @@ import structlog
 from fastapi import FastAPI
 
 from facegate.api.app import ServiceFactory, create_app
-from facegate.api.state import AppState
 from facegate.database import session_scope
 from facegate.observability.logging import set_log_output
+from facegate.principal import ALL_SCOPES
 from facegate.settings import Settings
-from facegate.tenancy.principal import ALL_SCOPES
+from facegate.state import AppState
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 

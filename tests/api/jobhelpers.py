@@ -16,9 +16,9 @@ from PIL import Image
 from sqlalchemy import func, select
 from tests.testdata import FACES
 
-from facegate.api.state import AppState
 from facegate.database import session_scope
 from facegate.jobs.tables import Job
+from facegate.state import AppState
 from facegate.storage.tables import StoredObject
 
 DEBUG_TENANT_POLICY: dict[str, Any] = {

@@ -21,10 +21,10 @@ from facegate.consent.service import ConsentService
 from facegate.database import session_scope
 from facegate.engine.processors.registry import PROCESSORS, processor_class, sensitive_processors
 from facegate.errors import InvalidInput
+from facegate.jobs.observe import audit_submission
 from facegate.jobs.tables import Job
 from facegate.observability.audit.tables import AuditEvent
-from facegate.observability.jobs import audit_submission
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,8 +13,8 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "facegate"
-# observability/job_gauges.py: cross-tenant counts for /metrics (no rows leave it).
-SCHEDULER_MODULES = {"queue/claim.py", "queue/leases.py", "observability/job_gauges.py"}
+# jobs/gauges.py: cross-tenant counts for /metrics (no rows leave it).
+SCHEDULER_MODULES = {"queue/claim.py", "queue/leases.py", "jobs/gauges.py"}
 STATEMENT_BUILDERS = {"select", "update", "delete", "get", "get_one", "query", "scalars"}
 REPOSITORY_STARTERS = {"readable_statement", "operator_statement"}
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from modelfiles import identity_model, swapper_model
 
-from facegate.tenancy.principal import ALL_SCOPES
+from facegate.principal import ALL_SCOPES
 
 pytestmark = pytest.mark.asyncio
 ENHANCER = identity_model("input", "output", [1, 3, 512, 512])

@@ -14,7 +14,7 @@ from facegate.database import create_session_factory, session_scope
 from facegate.observability.audit import KEY_CREATE, record_audit
 from facegate.observability.audit.chain import row_hash
 from facegate.observability.audit.tables import AuditEvent
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 ADMIN = Principal(tenant_id="ops", scopes=frozenset({"admin"}), actor="key:admin1")
 

@@ -13,12 +13,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from facegate.database import create_session_factory, session_scope
+from facegate.jobs.observe import audit_submission
 from facegate.jobs.tables import Job
 from facegate.observability import multiproc
 from facegate.observability.audit.repository import AuditRepository
-from facegate.observability.jobs import audit_submission
 from facegate.observability.labels import OTHER, TenantLabels
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 CHILD = """
 import sys

@@ -27,10 +27,10 @@ from tests.api.jobhelpers import (
 
 from facegate.database import session_scope
 from facegate.observability.audit.tables import AuditEvent
+from facegate.principal import ALL_SCOPES
 from facegate.provenance.keys import load_keys
 from facegate.provenance.manifest import DIGITAL_SOURCE_TYPE
 from facegate.provenance.tables import ProvenanceMark
-from facegate.tenancy.principal import ALL_SCOPES
 from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(300)

@@ -12,10 +12,10 @@ from sqlalchemy.orm import Session
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, utcnow
 from facegate.errors import Unauthenticated
+from facegate.principal import Principal
 from facegate.tenancy import keys
 from facegate.tenancy.identity import authenticate_api_key, cached_principal
 from facegate.tenancy.keycache import KeyCache, key_cache
-from facegate.tenancy.principal import Principal
 from facegate.tenancy.schemas import KeyCreate, TenantSpec
 from facegate.tenancy.service import TenancyService
 from facegate.tenancy.tables import ApiKey

@@ -16,14 +16,17 @@ from fastapi import APIRouter, FastAPI
 
 from facegate.api.bodyguard import BodyGuardMiddleware
 from facegate.api.deps import document_credentials
+from facegate.api.gateway import GatewayMiddleware
 from facegate.api.handlers import install_error_handlers
+from facegate.api.metrics import install_observability
 from facegate.api.middleware import RequestContextMiddleware
-from facegate.api.state import AppState
+from facegate.api.shedding import LoadSheddingMiddleware
 from facegate.database import create_engine_from_url, create_session_factory, prepare_schema
-from facegate.observability.setup import install_observability
-from facegate.ratelimit.install import install_gateway
+from facegate.ratelimit.clientip import parse_networks
+from facegate.ratelimit.gateway import Gateway
 from facegate.resilience import BreakerConfig, CircuitBreaker, guard_engine
 from facegate.settings import Settings
+from facegate.state import AppState
 from facegate.tenancy.jwt import JwtVerifier
 
 # APIRouter objects included in the app, in order.
@@ -50,6 +53,27 @@ SERVICES: tuple[str, ...] = (
     "facegate.worker.embedded:workers_service",
     "facegate.webhooks.runtime:deliveries_service",
 )
+
+
+def install_gateway(app: FastAPI, settings: Settings) -> None:
+    """Add the middleware; call it before the request-context middleware is added, so that
+    one stays outside (request ids on the gateway's refusals too). Order inside: shedding
+    first (cheapest refusal), then bans and limits."""
+    if settings.rate_limit_enabled:
+        gateway = Gateway.from_settings(settings)
+        app.state.gateway = gateway
+        app.add_middleware(GatewayMiddleware, gateway=gateway)
+    app.add_middleware(
+        LoadSheddingMiddleware,
+        max_in_flight=settings.max_in_flight_requests,
+        per_client=settings.max_in_flight_per_client or settings.max_in_flight_requests // 16,
+        unauthenticated=(
+            settings.max_in_flight_unauthenticated or settings.max_in_flight_requests // 8
+        ),
+        trusted_proxies=parse_networks(settings.trusted_proxies),
+        max_queued=settings.max_queued_jobs_total,
+        retry_after=settings.shed_retry_after_seconds,
+    )
 
 
 def load(target: str) -> Any:

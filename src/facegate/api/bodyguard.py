@@ -39,13 +39,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from facegate.api.deps import PrincipalScheme, get_state
 from facegate.api.errors import PayloadTooLarge, ProblemError, RequestTimeout
+from facegate.api.gateway import send_problem
 from facegate.api.routetable import RouteTable
 from facegate.api.shedding import InFlight
 from facegate.database import session_scope
 from facegate.errors import RateLimited, ServiceError
-from facegate.ratelimit.middleware import send_problem
+from facegate.principal import Principal
 from facegate.settings import Settings
-from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
 BodyKind = Literal["json", "upload", "setting"]

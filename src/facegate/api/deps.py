@@ -29,13 +29,13 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from facegate.api.errors import PROBLEM_RESPONSES, document_body_problems
-from facegate.api.state import AppState
 from facegate.database import READ_ONLY, session_scope
 from facegate.errors import Forbidden, NotFound, Unauthenticated
 from facegate.observability.audit import IP_BAN, record_audit
+from facegate.principal import TENANT_ADMIN, Principal
 from facegate.ratelimit.gateway import Gateway
+from facegate.state import AppState
 from facegate.tenancy.identity import authenticate, cached_principal
-from facegate.tenancy.principal import TENANT_ADMIN, Principal
 from facegate.tenancy.service import TenancyService
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from facegate.engine.errors import MediaTooLarge
 from facegate.engine.faces import FaceOrder, sort_faces
 from facegate.engine.image import ImageLimits, load_image
 from facegate.engine.pipeline import default_analyser
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1", tags=["faces"], responses=UPLOAD_PROBLEM_RESPONSES)

@@ -27,11 +27,11 @@ from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from facegate.api.errors import ProblemError
+from facegate.api.gateway import EXEMPT_PATHS, has_credentials, send_problem
 from facegate.database import session_scope
 from facegate.errors import RateLimited
 from facegate.jobs.repository import JobRepository
 from facegate.ratelimit.clientip import Network, client_ip
-from facegate.ratelimit.middleware import EXEMPT_PATHS, has_credentials, send_problem
 
 SUBMIT_PATH = "/v1/jobs"
 # How long a count of the queue may be reused while far from the cap.

@@ -23,10 +23,10 @@ from facegate.database import (
     session_scope,
 )
 from facegate.errors import Unauthenticated
+from facegate.principal import Scope
 from facegate.settings import Settings
 from facegate.tenancy import audited
 from facegate.tenancy.identity import authenticate_api_key
-from facegate.tenancy.principal import Scope
 from facegate.tenancy.schemas import KNOWN_PROCESSORS, KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 

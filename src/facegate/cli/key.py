@@ -8,8 +8,8 @@ import click
 
 from facegate.cli.common import cli_actor, database_option, transaction
 from facegate.database import utcnow
+from facegate.principal import ALL_SCOPES
 from facegate.tenancy.audited import create_key, revoke_key
-from facegate.tenancy.principal import ALL_SCOPES
 from facegate.tenancy.schemas import KeyCreate
 from facegate.tenancy.service import TenancyService
 

@@ -11,6 +11,7 @@ import click
 from facegate.cli.common import cli_actor, database_option, load_settings, transaction
 from facegate.engine.errors import EngineError
 from facegate.observability.audit import PROVENANCE_INIT, PROVENANCE_ROTATE, record_audit
+from facegate.principal import ALL_SCOPES, Principal
 from facegate.provenance.errors import ProvenanceUnavailable
 from facegate.provenance.keys import (
     CA_FILE,
@@ -21,7 +22,6 @@ from facegate.provenance.keys import (
     rotate_signer,
 )
 from facegate.provenance.verify import verify_file
-from facegate.tenancy.principal import ALL_SCOPES, Principal
 
 _DIR_HELP = "Where the keys live (default: FACEGATE_PROVENANCE_DIR or <data_dir>/provenance)."
 

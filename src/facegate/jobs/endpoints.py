@@ -20,6 +20,7 @@ from facegate.engine.image import OUTPUT_FORMATS
 from facegate.engine.processors.registry import default_registry, sensitive_processors
 from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.jobs.events import job_events
+from facegate.jobs.observe import audit_submission, observe_submitted
 from facegate.jobs.options import parse_options
 from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.repository import JobRepository
@@ -39,9 +40,8 @@ from facegate.models.installed import (
     installed_models,
     processor_installed,
 )
-from facegate.observability.jobs import audit_submission, observe_submitted
+from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
-from facegate.tenancy.principal import Principal
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from facegate.api.state import AppState
+from facegate.state import AppState
 from facegate.storage.factory import shared_object_store
 from facegate.storage.tenant import TenantStore
 

@@ -20,7 +20,7 @@ from facegate.observability.audit import (
     model_installed_details,
     record_audit,
 )
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1", tags=["models"], responses=PROBLEM_RESPONSES)

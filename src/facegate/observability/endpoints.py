@@ -10,12 +10,12 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from facegate.api.state import AppState
+from facegate.api.readiness import run_checks
 from facegate.errors import Forbidden, Unauthenticated
-from facegate.observability.job_gauges import JobGaugeCollector
+from facegate.jobs.gauges import JobGaugeCollector
 from facegate.observability.metrics import exposition
-from facegate.observability.readiness import run_checks
 from facegate.ratelimit.clientip import client_ip, parse_networks
+from facegate.state import AppState
 
 router = APIRouter(tags=["operations"])
 

@@ -2,7 +2,7 @@
 
 Every event carries ``request_id``, ``tenant_id``, ``job_id`` (when known) and ``action``
 (the event name unless given). Inside a request they come from the request's ASGI scope:
-:class:`~facegate.observability.http.ObservabilityMiddleware` puts the scope in a context
+:class:`~facegate.api.metrics.ObservabilityMiddleware` puts the scope in a context
 variable, and the principal dependency writes ``request.state.principal`` into that same
 scope, so log lines emitted in thread-pool handlers see the tenant too (a context variable
 *set* in a worker thread would not travel back to the request's context).

@@ -4,7 +4,7 @@ Names follow Prometheus conventions: ``facegate_<noun>_<unit>``, counters end in
 ``_total``, durations are seconds. With ``PROMETHEUS_MULTIPROC_DIR`` set (several server or
 worker processes), prometheus_client keeps every value in a per-process file and
 :func:`exposition` merges them at scrape time; the queued/running gauges are not kept by
-any process at all but read from the database when scraped (``job_gauges``), so they are
+any process at all but read from the database when scraped (``jobs.gauges``), so they are
 right whichever process serves the scrape.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from facegate.errors import BadRequest, Forbidden
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 
 def as_utc(value: datetime | None) -> datetime | None:

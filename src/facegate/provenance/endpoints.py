@@ -16,15 +16,15 @@ from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_principal, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES
 from facegate.api.faces_endpoints import read_limited
+from facegate.api.gateway import has_credentials
 from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.service import JobService
+from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys, load_keys
 from facegate.provenance.marker import SIDECAR_NAME
 from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
 from facegate.provenance.verify import report_file, verify_file
-from facegate.ratelimit.middleware import has_credentials
-from facegate.tenancy.principal import Principal
 
 router = APIRouter(prefix="/v1", tags=["provenance"], responses=PROBLEM_RESPONSES)
 SIDECAR_MAX_BYTES = 1024 * 1024

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,22 @@ from facegate.provenance.repository import MarkRepository
 
 if TYPE_CHECKING:
     from facegate.jobs.tables import Job
-    from facegate.worker.runner import JobOutput
+
+
+class MarkableOutput(Protocol):
+    """What the marker signs (the worker's ``JobOutput``): an encoded result, as bytes or
+    as the file a run wrote, its format, and the sidecar manifest it may get."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def data(self) -> bytes | Path: ...
+
+    @property
+    def format(self) -> str: ...
+
+
+Output = TypeVar("Output", bound=MarkableOutput)
 
 SIDECAR_NAME = "manifest.c2pa"
 
@@ -68,11 +83,11 @@ class ResultMarker:
 
     def sign(
         self,
-        output: JobOutput,
+        output: Output,
         mark: JobMark,
         processors: list[str],
         consent: Sequence[str] = (),
-    ) -> JobOutput:
+    ) -> Output:
         """The output with its manifest: embedded (JPEG, PNG, WebP, MP4) or, for WebM, as
         the sidecar the worker stores beside it. ``consent``: the job's attestation ids."""
         if output.format in SIDECAR_FORMATS:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from facegate.engine.image import ImageLimits, load_image
 from facegate.engine.video.probe import VideoLimits, looks_like_video, probe_video
 from facegate.observability.audit import record_audit
+from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys
 from facegate.provenance.reading import (
     ManifestFinding,
@@ -38,7 +39,6 @@ from facegate.provenance.schemas import (
     WatermarkOut,
 )
 from facegate.provenance.tables import ProvenanceMark
-from facegate.tenancy.principal import Principal
 
 PROVENANCE_VERIFY = "provenance.verify"
 PROVENANCE_REPORT = "provenance.report"

@@ -9,9 +9,8 @@ the client (everything left of it was written by the client itself).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
-
-from starlette.types import Scope
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 UNKNOWN_CLIENT = "unknown"
@@ -38,8 +37,8 @@ def _trusted(
     return any(address in network for network in nets)
 
 
-def client_ip(scope: Scope, trusted_proxies: Sequence[Network] = ()) -> str:
-    """The IP the request comes from, as a normalised string (``UNKNOWN_CLIENT`` when the
+def client_ip(scope: Mapping[str, Any], trusted_proxies: Sequence[Network] = ()) -> str:
+    """The IP the ASGI ``scope`` comes from, as a normalised string (``UNKNOWN_CLIENT`` when the
     server has no peer address, e.g. a test transport)."""
     client = scope.get("client")
     peer = _address(client[0]) if client else None

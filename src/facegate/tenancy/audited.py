@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from facegate.observability import audit
 from facegate.observability.audit import record_audit
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 from facegate.tenancy.schemas import KeyCreate, PolicyOut, TenantSpec
 from facegate.tenancy.service import ApplyOutcome, CreatedKey, TenancyService
 from facegate.tenancy.tables import ApiKey, Tenant

@@ -15,8 +15,8 @@ from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.errors import Forbidden
 from facegate.observability import audit
 from facegate.observability.audit import record_admin_read, record_audit
+from facegate.principal import PLATFORM_ADMIN
 from facegate.tenancy import audited
-from facegate.tenancy.principal import PLATFORM_ADMIN
 from facegate.tenancy.schemas import (
     KeyCreate,
     KeyCreated,

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.errors import Unauthenticated
+from facegate.principal import ALL_SCOPES, PLATFORM_ADMIN, TENANT_ADMIN, Principal
 from facegate.tenancy import keys
 from facegate.tenancy.jwt import InvalidToken, JwtVerifier
 from facegate.tenancy.keycache import key_cache
-from facegate.tenancy.principal import ALL_SCOPES, PLATFORM_ADMIN, TENANT_ADMIN, Principal
 from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.service import LAST_USED_RESOLUTION
 

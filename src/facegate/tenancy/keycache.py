@@ -36,7 +36,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 AUTH_CACHE_SECONDS = 5.0
 AUTH_CACHE_MAX_ENTRIES = 10_000

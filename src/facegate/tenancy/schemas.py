@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from facegate.engine.processors.registry import PROCESSORS
-from facegate.tenancy.principal import ALL_SCOPES, Scope
+from facegate.principal import ALL_SCOPES, Scope
 from facegate.tenancy.tables import DEFAULT_PROCESSORS, ENHANCE_PROCESSORS, RESOLUTIONS
 
 TENANT_ID_PATTERN = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"  # a DNS label, like a namespace

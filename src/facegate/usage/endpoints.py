@@ -13,7 +13,7 @@ from facegate.api.deps import SessionDep, scoped
 from facegate.api.errors import PROBLEM_RESPONSES
 from facegate.observability.audit import record_admin_read
 from facegate.observability.timeparams import tenant_for, window
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 from facegate.usage.export import CONTENT_TYPES, export_lines
 from facegate.usage.repository import UsageRepository
 from facegate.usage.service import summarise

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
 from facegate.api.errors import PROBLEM_RESPONSES
-from facegate.tenancy.principal import TENANT_ADMIN, Principal
+from facegate.principal import TENANT_ADMIN, Principal
 from facegate.webhooks.addresses import parse_networks
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.schemas import (

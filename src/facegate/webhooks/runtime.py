@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import anyio.to_thread
 
-from facegate.api.state import AppState
+from facegate.state import AppState
 from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
 
 

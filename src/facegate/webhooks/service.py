@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from facegate.database import utcnow
 from facegate.errors import InvalidInput, NotFound
 from facegate.observability.audit import record_audit
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 from facegate.webhooks.addresses import IPNetwork, literal_refusal
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.schemas import EndpointCreate

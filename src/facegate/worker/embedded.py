@@ -9,13 +9,13 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from sqlalchemy import Engine
 
-from facegate.api.state import AppState
 from facegate.jobs.runtime import tenant_store_for
 from facegate.models.requests import use_installation_models
 from facegate.provenance.marker import marker_for
 from facegate.queue.claim import JobClaimer, LockingClaimer
 from facegate.queue.notify import listen_locally
 from facegate.queue.postgres import PostgresClaimer, ServedTenants
+from facegate.state import AppState
 from facegate.worker.pool import WorkerConfig, WorkerPool
 
 

@@ -4,7 +4,7 @@ videos by sampled frames (the engine's ``ModerationPolicy``, one per second).
 
 The runners call it; a refused item raises ``ContentPolicyViolation`` (the job fails with
 ``content-policy-violation``, naming the item and never the score). Each decision counts in
-``facegate_moderation_decisions_total``; the worker audits them (``observability.jobs``)
+``facegate_moderation_decisions_total``; the worker audits them (``worker.observe``)
 from :attr:`JobModeration.checked` or the refusal, in the transaction that ends the job.
 
 The classifier is always the installation's shared ``open_nsfw`` (built-in, or a newer tag an

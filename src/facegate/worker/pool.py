@@ -28,7 +28,6 @@ from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineErro
 from facegate.errors import ServiceError
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
-from facegate.observability.jobs import audit_moderation, observe_finished
 from facegate.observability.metrics import worker_heartbeat
 from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
 from facegate.queue import leases
@@ -37,6 +36,7 @@ from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption, record_job_usage
+from facegate.worker.observe import audit_moderation, observe_finished
 from facegate.worker.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
 
 log = structlog.get_logger("facegate.jobs")

@@ -12,7 +12,7 @@ from facegate.engine.modelstore.manifest import ModelVersion
 from facegate.observability.audit.repository import AuditRepository
 from facegate.observability.audit.tables import AuditEvent
 from facegate.observability.logging import current_request_id
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 # The audited actions (stable strings: dashboards and queries use them).
 KEY_CREATE: Final = "key.create"

@@ -15,7 +15,7 @@ from facegate.observability.audit import record_admin_read
 from facegate.observability.audit.chain import verify_chain
 from facegate.observability.audit.repository import AuditRepository, event_fields
 from facegate.observability.timeparams import tenant_for, window
-from facegate.tenancy.principal import Principal
+from facegate.principal import Principal
 
 # The largest seq the column holds (a signed 64-bit integer): a larger cursor is a 422.
 MAX_SEQ = 2**63 - 1

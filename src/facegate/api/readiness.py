@@ -7,9 +7,11 @@ import importlib.util
 import os
 from collections.abc import Callable
 
+import redis
 from sqlalchemy import text
 
-from facegate.api.state import AppState
+from facegate.jobs.runtime import tenant_store_for
+from facegate.state import AppState
 
 Check = Callable[[AppState], None]
 PROBE_KEY = "_readyz/probe"
@@ -21,8 +23,6 @@ def check_database(state: AppState) -> None:
 
 
 def check_storage(state: AppState) -> None:
-    from facegate.jobs.runtime import tenant_store_for
-
     # exists() is one stat (local) or one HEAD (S3): the backend answers, nothing is written.
     tenant_store_for(state.settings.storage_url).store.exists(PROBE_KEY)
 
@@ -31,8 +31,6 @@ def check_redis(state: AppState) -> None:
     url = state.settings.redis_url
     if url is None:
         return
-    import redis
-
     client = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
     try:
         client.ping()

@@ -12,10 +12,18 @@ import time
 from typing import Any
 
 import structlog
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from facegate.observability import metrics
-from facegate.observability.logging import bind_request_scope, reset_request_scope
+from facegate.observability.labels import tenant_label
+from facegate.observability.logging import (
+    bind_request_scope,
+    configure_logging,
+    reset_request_scope,
+)
+from facegate.observability.metrics import install_model_load_hook
+from facegate.settings import Settings
 
 UNMATCHED_ROUTE = "<unmatched>"
 # Scrapes and probes are frequent and say nothing about traffic: counted, not logged.
@@ -75,3 +83,14 @@ class ObservabilityMiddleware:
                     duration_ms=round(elapsed * 1000, 2),
                 )
             reset_request_scope(token)
+
+
+def install_observability(app: FastAPI, settings: Settings) -> None:
+    """Logging configuration, the tenant-label cap, the model-load hook and this middleware;
+    ``create_app`` calls it after adding its own middleware, so this one is outermost and
+    sees the final status."""
+    configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
+    tenant_label.reconfigure(settings.metrics_tenant_cap)
+    install_model_load_hook()
+    if settings.metrics_enabled:
+        app.add_middleware(ObservabilityMiddleware, access_log=settings.access_log)

@@ -1,47 +1,18 @@
-"""What the job path reports: metrics of a submission and of a finished job, and the audit
-event of a submission that uses sensitive processors. Called by ``jobs.endpoints`` and
-``jobs.worker`` (one line each), so those modules stay about jobs."""
+"""What a finished job reports: its metrics and the audit event of its moderation
+decision (``worker.pool`` calls them when it ends a job)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
-from facegate.engine.processors.registry import sensitive_processors
 from facegate.jobs.tables import Job
 from facegate.observability import metrics
-from facegate.observability.audit import (
-    CONSENT_ATTEST,
-    MODERATION_ALLOWED,
-    MODERATION_REFUSED,
-    SENSITIVE_PROCESSORS,
-    record_audit,
-)
-from facegate.tenancy.principal import Principal
+from facegate.observability.audit import MODERATION_ALLOWED, MODERATION_REFUSED, record_audit
 from facegate.usage.service import Consumption
-
-
-def audit_submission(
-    session: Session, principal: Principal, job: Job, input_hashes: Mapping[str, str]
-) -> None:
-    """Audit a job that uses a sensitive processor (those that declare it, see
-    ``engine.processors.registry.sensitive_processors``) with the sha256 of each input, in
-    the submission's transaction: no job without its event, no event without its job. The
-    consent attestations the job references are audited too (``consent.attest``)."""
-    if job.consent:
-        record_audit(session, principal, CONSENT_ATTEST, f"job:{job.id}", {"consent": job.consent})
-    used = sensitive_processors(list(job.spec.get("processors") or []))
-    if used:
-        details: dict[str, object] = {
-            "processors": used,
-            "kind": job.kind,
-            "inputs": dict(input_hashes),
-        }
-        record_audit(session, principal, SENSITIVE_PROCESSORS, f"job:{job.id}", details)
-
 
 #: The actor of moderation events: the service itself, on the tenant's policy.
 MODERATION_ACTOR = "system:moderation"
@@ -68,10 +39,6 @@ def audit_moderation(
         {**details, "kind": job.kind},
         tenant_id=job.tenant_id,
     )
-
-
-def observe_submitted(job: Job) -> None:
-    metrics.job_submitted(job.tenant_id, job.kind)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
