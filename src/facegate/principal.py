@@ -5,15 +5,59 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Scope = Literal["jobs:write", "jobs:read", "usage:read", "tenant:admin", "admin"]
-ALL_SCOPES: tuple[Scope, ...] = ("jobs:write", "jobs:read", "usage:read", "tenant:admin", "admin")
+Scope = Literal[
+    "jobs:write",
+    "jobs:read",
+    "usage:read",
+    "tenant:admin",
+    "admin",
+    "faces:read",
+    "faces:write",
+    "faces:manage",
+    "director",
+    "editor",
+    "viewer",
+    "billing",
+]
+ALL_SCOPES: tuple[Scope, ...] = (
+    "jobs:write",
+    "jobs:read",
+    "usage:read",
+    "tenant:admin",
+    "admin",
+    "faces:read",
+    "faces:write",
+    "faces:manage",
+    "director",
+    "editor",
+    "viewer",
+    "billing",
+)
 # ``admin`` is the platform operator (every tenant, the tenants themselves, bans). Only an
 # installation's API keys carry it, or a JWT with the configured platform-admin claim.
 PLATFORM_ADMIN: Scope = "admin"
 # ``tenant:admin`` administers its own tenant (its keys, a view of its policy) and holds
 # every scope of that tenant; a JWT's plain ``admin`` becomes this.
 TENANT_ADMIN: Scope = "tenant:admin"
-TENANT_SCOPES: frozenset[str] = frozenset({"jobs:write", "jobs:read", "usage:read"})
+# The face library: read its entries (and use them in jobs), save and rename, and manage
+# (delete, export the stored image).
+FACES_READ: Scope = "faces:read"
+FACES_WRITE: Scope = "faces:write"
+FACES_MANAGE: Scope = "faces:manage"
+TENANT_SCOPES: frozenset[str] = frozenset(
+    {"jobs:write", "jobs:read", "usage:read", FACES_READ, FACES_WRITE, FACES_MANAGE}
+)
+# Roles inside a tenant (the studio's people), each a set of the scopes above, carried by
+# a key or a JWT's scope claim like any scope: a director manages the face library, an
+# editor runs jobs with its faces (it cannot export or delete them), a viewer sees results,
+# billing sees usage.
+Role = Literal["director", "editor", "viewer", "billing"]
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    "director": frozenset({"jobs:write", "jobs:read", FACES_READ, FACES_WRITE, FACES_MANAGE}),
+    "editor": frozenset({"jobs:write", "jobs:read", FACES_READ}),
+    "viewer": frozenset({"jobs:read"}),
+    "billing": frozenset({"usage:read"}),
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +81,20 @@ class Principal:
     def has(self, scope: str) -> bool:
         if scope in self.scopes or self.is_admin:
             return True
-        return TENANT_ADMIN in self.scopes and scope in TENANT_SCOPES
+        if TENANT_ADMIN in self.scopes and scope in TENANT_SCOPES:
+            return True
+        return any(scope in ROLE_SCOPES.get(held, ()) for held in self.scopes)
+
+    @property
+    def effective_scopes(self) -> frozenset[str]:
+        """Every scope this principal holds, its roles and ``tenant:admin`` expanded (what
+        the console shows it may do)."""
+        held = set(self.scopes)
+        for scope in self.scopes:
+            held |= ROLE_SCOPES.get(scope, frozenset())
+        if TENANT_ADMIN in self.scopes or self.is_admin:
+            held |= TENANT_SCOPES
+        return frozenset(held)
 
     def administers(self, tenant_id: str) -> bool:
         """May manage ``tenant_id``: a platform admin any tenant, a tenant admin its own."""

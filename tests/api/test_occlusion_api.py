@@ -15,7 +15,7 @@ from tests.occlusionkit import hand_patch, in_face, load, only_face, paste, unch
 from tests.testdata import FACES
 
 from facegate.engine.faces import FaceAnalyser
-from facegate.jobs.runtime import workers_service
+from facegate.worker.embedded import workers_service
 
 pytestmark = [
     pytest.mark.timeout(300),

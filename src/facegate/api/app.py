@@ -42,6 +42,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.models.endpoints:router",
     "facegate.provenance.endpoints:router",
     "facegate.webhooks.endpoints:router",
+    "facegate.library.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )

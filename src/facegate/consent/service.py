@@ -28,8 +28,9 @@ class ConsentService:
     def __init__(self, session: Session) -> None:
         self.repository = ConsentRepository(session)
 
+    @staticmethod
     def check(
-        self, raw: str | None, sources: int, require_consent: bool, processors: Sequence[str]
+        raw: str | None, sources: int, require_consent: bool, processors: Sequence[str]
     ) -> None:
         """Refuse (422 ``consent-required`` / ``invalid-consent``) before anything is stored."""
         given = parse_consent(raw, sources)
@@ -39,6 +40,28 @@ class ConsentService:
                 f"this tenant's policy requires a consent attestation for each source image "
                 f"of a job using {', '.join(needing)}: send the consent field "
                 '({"attested_by", "statement_version", "attested_at"}, one per source)',
+                code="consent-required",
+                limit="require_consent",
+            )
+
+    @staticmethod
+    def check_saved(
+        raw: str | None, missing: Sequence[str], require_consent: bool, processors: Sequence[str]
+    ) -> None:
+        """The same rule for sources taken from the face library, which carry the consent
+        record made when they were saved: no ``consent`` field, and every saved face used
+        by a sensitive job needs one where the policy asks."""
+        if raw is not None and raw.strip():
+            raise InvalidInput(
+                "saved faces carry the consent records made when they were saved: "
+                "send no consent field with source_face_id",
+                code="invalid-consent",
+            )
+        needing = consent_required(require_consent, processors)
+        if needing and missing:
+            raise InvalidInput(
+                f"this tenant's policy requires a consent attestation for each source of a "
+                f"job using {', '.join(needing)}; saved without one: {', '.join(missing)}",
                 code="consent-required",
                 limit="require_consent",
             )

@@ -34,6 +34,7 @@ from facegate.jobs.schemas import (
     encode_cursor,
 )
 from facegate.jobs.service import JobService, Submission, Submitted, request_fingerprint
+from facegate.library.service import LibraryService
 from facegate.models.installed import (
     check_spec_installed,
     installation_model_store,
@@ -118,6 +119,14 @@ def submit_job(
             "for a sensitive processor when the tenant's policy has require_consent"
         ),
     ] = None,
+    source_face_id: Annotated[
+        list[uuid.UUID] | None,
+        Form(
+            description="Saved faces of the library (POST /v1/faces/library) as the sources, "
+            "instead of uploading them; repeat the field for more. Needs faces:read; their "
+            "consent records come with them"
+        ),
+    ] = None,
 ) -> JobOut:
     """Queue a swap. Everything is validated before anything is stored; ``202`` with a
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
@@ -135,15 +144,20 @@ def submit_job(
             check_spec_allowed(spec, policy)
             models = installation_model_store(state.settings)
             check_spec_installed(spec, principal.tenant_id, models)
+            library = LibraryService(write, store).sources_for(
+                principal, source_face_id or [], uploaded=bool(source)
+            )
+            uploaded = [_read_upload(item, policy.max_input_bytes) for item in source or []]
             submission = Submission(
                 tenant_id=principal.tenant_id,
-                sources=[_read_upload(item, policy.max_input_bytes) for item in source or []],
+                sources=library.images if library is not None else uploaded,
                 target=_read_upload(target, policy.max_input_bytes),
                 options=options,
                 idempotency_key=idempotency_key,
                 written=written,
                 consent=consent,
                 actor=principal.actor,
+                library=library,
             )
             submitted = JobService(write, store).submit(submission, policy)
             if submitted.created:

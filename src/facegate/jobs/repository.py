@@ -81,6 +81,13 @@ class JobRepository:
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
         return self.session.scalars(ONE_JOB, {"tenant_id": tenant_id, "job_id": job_id}).first()
 
+    def get_many(self, tenant_id: str, job_ids: Sequence[uuid.UUID]) -> list[Job]:
+        """The tenant's jobs among ``job_ids`` (others' are simply absent)."""
+        if not job_ids:
+            return []
+        stmt = self.readable_statement(tenant_id).where(Job.id.in_(list(job_ids)))
+        return list(self.session.scalars(stmt))
+
     def get_by_idempotency_key(self, tenant_id: str, key: str) -> Job | None:
         stmt = self.readable_statement(tenant_id).where(Job.idempotency_key == key)
         return self.session.scalars(stmt).one_or_none()

@@ -23,6 +23,7 @@ from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
 from facegate.jobs.video import check_video_target, input_content_type, is_video
+from facegate.library.schemas import JobSources
 from facegate.storage.base import StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
@@ -54,6 +55,8 @@ class Submission:
     # The ``consent`` form field (consent.schemas) and who submits it (the audit's actor).
     consent: str | None = None
     actor: str = ""
+    # Sources taken from the face library (``sources`` holds their prepared images).
+    library: JobSources | None = None
 
     @cached_property
     def input_digests(self) -> list[bytes]:
@@ -135,9 +138,17 @@ class JobService:
         if len(request.sources) > MAX_SOURCES:
             raise InvalidInput(f"at most {MAX_SOURCES} source images", code="invalid-options")
         consent = ConsentService(self.session)
-        consent.check(
-            request.consent, len(request.sources), policy.require_consent, spec.processors
-        )
+        if request.library is None:
+            consent.check(
+                request.consent, len(request.sources), policy.require_consent, spec.processors
+            )
+        else:
+            consent.check_saved(
+                request.consent,
+                request.library.missing_consent,
+                policy.require_consent,
+                spec.processors,
+            )
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
         # Decoded to prove they are sound, not converted: the worker does that when it runs.
         sources = [verify_image(data, limits) for data in request.sources]
@@ -160,7 +171,7 @@ class JobService:
                 self.session, tenant_id, incoming, policy.storage_quota_bytes
             )
         except StorageQuotaExceeded as exc:
-            raise _storage_quota(exc) from None
+            raise storage_quota_problem(exc) from None
 
         # 2. store the inputs and queue the job (same transaction)
         job = Job(
@@ -183,8 +194,12 @@ class JobService:
             name: digest.hex()
             for (name, _, _), digest in zip(uploads, request.input_digests, strict=True)
         }
-        attested = consent.record(
-            tenant_id, request.actor, request.consent, list(hashes.items())[:-1]
+        attested = (
+            request.library.consent
+            if request.library is not None
+            else consent.record(
+                tenant_id, request.actor, request.consent, list(hashes.items())[:-1]
+            )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None
         for name, data, content_type in uploads:
@@ -230,7 +245,8 @@ def _image_type(image: ImageInfo) -> str:
     return IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream")
 
 
-def _storage_quota(exc: StorageQuotaExceeded) -> OutOfStorage:
+def storage_quota_problem(exc: StorageQuotaExceeded) -> OutOfStorage:
+    """The 507 of a write over the tenant's storage quota."""
     return OutOfStorage(
         str(exc),
         limit="storage_quota_bytes",

@@ -20,6 +20,7 @@ MODEL_MODULES = (
     "facegate.consent.tables",
     "facegate.provenance.tables",
     "facegate.webhooks.tables",
+    "facegate.library.tables",
 )
 
 for module_name in MODEL_MODULES:

@@ -32,12 +32,15 @@ from facegate.storage.base import (
 )
 from facegate.storage.tables import StoredObject
 
-Kind = Literal["inputs", "outputs", "previews"]
+# ``faces``: a tenant's face library (facegate.library), keyed by the face's id in place of
+# a job's; kept until deleted, never purged by retention.
+Kind = Literal["inputs", "outputs", "previews", "faces"]
+RETAINED_KINDS: tuple[str, ...] = ("inputs", "outputs", "previews")
 KINDS: frozenset[str] = frozenset(get_args(Kind))
 
 TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 NAME_PATTERN = re.compile(
-    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview|manifest)"
+    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview|manifest|image|face)"
     r"(?:\.(?:jpg|png|webp|mp4|webm|c2pa))?$"
 )
 
@@ -207,7 +210,8 @@ class TenantStore:
     def purge_expired(
         self, session: Session, now: datetime, retention_days: Mapping[str, int]
     ) -> int:
-        """Delete artifacts older than their tenant's retention; returns how many.
+        """Delete artifacts older than their tenant's retention; returns how many (the
+        face library is not subject to retention).
 
         Tenants missing from ``retention_days`` keep their artifacts (no policy, no purge).
         """
@@ -216,7 +220,9 @@ class TenantStore:
             cutoff = now - timedelta(days=days)
             rows = session.scalars(
                 select(StoredObject).where(
-                    StoredObject.tenant_id == tenant_id, StoredObject.created_at < cutoff
+                    StoredObject.tenant_id == tenant_id,
+                    StoredObject.created_at < cutoff,
+                    StoredObject.kind.in_(RETAINED_KINDS),
                 )
             ).all()
             for row in rows:

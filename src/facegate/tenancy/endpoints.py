@@ -36,6 +36,8 @@ router = APIRouter()
 class WhoAmI(BaseModel):
     tenant_id: str
     scopes: list[str]
+    # What these credentials may do: the scopes with roles and tenant:admin expanded.
+    permissions: list[str]
     actor: str
 
 
@@ -43,7 +45,10 @@ class WhoAmI(BaseModel):
 def whoami(principal: PrincipalDep) -> WhoAmI:
     """The identity these credentials resolve to (tenant, scopes, actor)."""
     return WhoAmI(
-        tenant_id=principal.tenant_id, scopes=sorted(principal.scopes), actor=principal.actor
+        tenant_id=principal.tenant_id,
+        scopes=sorted(principal.scopes),
+        permissions=sorted(principal.effective_scopes),
+        actor=principal.actor,
     )
 
 

@@ -1,0 +1,82 @@
+"""Face library I/O. The embedding is never returned: it is biometric data, used inside."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from facegate.consent.schemas import ConsentRef
+from facegate.errors import InvalidInput
+
+Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+MAX_LABELS = 20
+
+
+class _Labels(BaseModel):
+    labels: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
+
+
+@dataclass(frozen=True)
+class JobSources:
+    """Saved faces as a job's sources: the prepared images, in the order asked, and the
+    consent records of those that have one."""
+
+    images: list[bytes]
+    consent: list[ConsentRef]
+    missing_consent: list[str]  # names of faces saved without a consent record
+
+
+class FaceOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    labels: list[str]
+    width: int
+    height: int
+    face_index: int
+    face_order: str
+    face_box: list[float]
+    embedding_kind: str
+    consent: ConsentRef | None
+    image_sha256: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class FaceUpdate(BaseModel):
+    """A rename and/or new labels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name | None = None
+    labels: list[Label] | None = Field(default=None, max_length=MAX_LABELS)
+
+
+def parse_labels(raw: str | None) -> list[str]:
+    """The ``labels`` form field: a JSON array of strings ([] when absent)."""
+    if raw is None or not raw.strip():
+        return []
+    try:
+        labels = _Labels.model_validate({"labels": json.loads(raw)}).labels
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise InvalidInput(
+            f"labels must be a JSON array of at most {MAX_LABELS} strings of 1 to 64 "
+            f"characters ({type(exc).__name__})",
+            code="invalid-labels",
+        ) from None
+    return sorted(set(labels))
+
+
+def check_name(raw: str) -> str:
+    name = raw.strip()
+    if not 1 <= len(name) <= 200:
+        raise InvalidInput("name must have 1 to 200 characters", code="invalid-name")
+    return name
