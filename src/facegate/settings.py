@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     provenance_dir: Path | None = None
     verify_max_bytes: int = Field(default=200 * 1024**2, ge=1)  # POST /v1/verify uploads
 
+    # A batch's whole upload (POST /v1/batches: up to 100 targets; each file is still held
+    # to the tenant's max_input_bytes).
+    max_batch_body_bytes: int = Field(default=512 * 1024**2, ge=1024)
+
     # Webhooks (facegate.webhooks): the operator's allow-list of networks a webhook may reach
     # although they are not public (CIDRs, e.g. an internal receiver); timeouts and retries.
     webhook_allowed_networks: list[str] = Field(default_factory=list)

@@ -43,6 +43,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.provenance.endpoints:router",
     "facegate.webhooks.endpoints:router",
     "facegate.library.endpoints:router",
+    "facegate.batches.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )

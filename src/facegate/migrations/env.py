@@ -21,6 +21,7 @@ MODEL_MODULES = (
     "facegate.provenance.tables",
     "facegate.webhooks.tables",
     "facegate.library.tables",
+    "facegate.batches.tables",
 )
 
 for module_name in MODEL_MODULES:

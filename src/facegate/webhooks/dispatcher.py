@@ -15,7 +15,7 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +23,8 @@ import structlog
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from facegate.batches.repository import BatchRepository
+from facegate.batches.schemas import BatchOut
 from facegate.database import session_scope, utcnow
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
@@ -36,7 +38,7 @@ from facegate.webhooks.addresses import (
 )
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.signing import signed_headers
-from facegate.webhooks.tables import WebhookDelivery
+from facegate.webhooks.tables import BATCH_COMPLETED, WebhookDelivery
 from facegate.webhooks.transport import Attempt, WebhookSender
 
 log = structlog.get_logger("facegate.webhooks")
@@ -138,32 +140,29 @@ class WebhookDispatcher:
         return self.fan_out() + self.deliver_due()
 
     def fan_out(self) -> int:
+        """Each job event becomes a delivery per subscribed endpoint; the event of a
+        batch's last item also queues ``batch.completed`` (once: the batch is marked)."""
         now = utcnow()
         with session_scope(self.sessions) as session:
             repository = WebhookRepository(session)
             events = repository.take_events(self.config.batch)
-            jobs = JobRepository(session)
+            jobs, batches = JobRepository(session), BatchRepository(session)
             for event in events:
                 job = jobs.get(event.tenant_id, event.job_id)
                 if job is None:  # deleted with its tenant since
                     continue
                 body = job_event_body(event.event_type, job)
-                for endpoint in repository.subscribed(event.tenant_id, event.event_type):
-                    repository.add(
-                        WebhookDelivery(
-                            tenant_id=event.tenant_id,
-                            endpoint_id=endpoint.id,
-                            url=endpoint.url,
-                            event_type=event.event_type,
-                            job_id=job.id,
-                            body=body,
-                            status="pending",
-                            attempts=0,
-                            next_attempt_at=now,
-                            attempt_log=[],
-                            created_at=now,
-                        )
-                    )
+                _queue(repository, event.tenant_id, event.event_type, body, job.id, now)
+                batch_id = batches.batch_of(event.tenant_id, job.id)
+                if batch_id is None:
+                    continue
+                batch = batches.get(event.tenant_id, batch_id)
+                items = batches.items(event.tenant_id, batch_id)
+                if batch is None or not all(item_job.is_terminal for _, item_job in items):
+                    continue
+                if batches.mark_completed(event.tenant_id, batch_id, now):
+                    body = batch_event_body(BatchOut.of(batch, items))
+                    _queue(repository, event.tenant_id, BATCH_COMPLETED, body, None, now)
             repository.drop_events([event.id for event in events])
         return len(events)
 
@@ -248,6 +247,47 @@ class WebhookDispatcher:
                 delivery.finished_at = now
             else:
                 delivery.next_attempt_at = now + self.config.backoff(delivery.attempts)
+
+
+def batch_event_body(batch: BatchOut) -> str:
+    """``batch.completed``: the batch's id, its counts per status and its archive."""
+    finished = batch.finished_at or utcnow()
+    data = {
+        "id": str(batch.id),
+        "total": batch.total,
+        "counts": batch.counts,
+        "archive": batch.links.archive,
+        "finished_at": finished.isoformat(),
+    }
+    message = {"type": BATCH_COMPLETED, "timestamp": finished.isoformat(), "data": data}
+    return json.dumps(message, separators=(",", ":"), sort_keys=True)
+
+
+def _queue(
+    repository: WebhookRepository,
+    tenant_id: str,
+    event_type: str,
+    body: str,
+    job_id: uuid.UUID | None,
+    now: datetime,
+) -> None:
+    """One pending delivery of ``body`` per endpoint of the tenant subscribed to it."""
+    for endpoint in repository.subscribed(tenant_id, event_type):
+        repository.add(
+            WebhookDelivery(
+                tenant_id=tenant_id,
+                endpoint_id=endpoint.id,
+                url=endpoint.url,
+                event_type=event_type,
+                job_id=job_id,
+                body=body,
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+                attempt_log=[],
+                created_at=now,
+            )
+        )
 
 
 def _host(url: str) -> str:

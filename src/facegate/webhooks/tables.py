@@ -18,8 +18,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from facegate.database import Base, UtcDateTime, utcnow
 
-EventType = Literal["job.succeeded", "job.failed", "job.cancelled"]
-EVENT_TYPES: tuple[str, ...] = ("job.succeeded", "job.failed", "job.cancelled")
+EventType = Literal["job.succeeded", "job.failed", "job.cancelled", "batch.completed"]
+BATCH_COMPLETED = "batch.completed"
+EVENT_TYPES: tuple[str, ...] = ("job.succeeded", "job.failed", "job.cancelled", BATCH_COMPLETED)
 # pending: waiting for its next attempt; succeeded: a 2xx answer; failed: out of attempts;
 # refused: the URL's address is not allowed (SSRF rules), never sent.
 DeliveryStatus = Literal["pending", "succeeded", "failed", "refused"]

@@ -1,0 +1,141 @@
+"""Batch rules: a submission becomes one job per target, all in the caller's transaction
+(each through the jobs service: the same checks, the tenant's queue cap counting every
+item, so a batch over it is refused whole), idempotent like a job; cancel asks each item to
+stop."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Final
+
+from sqlalchemy.orm import Session
+
+from facegate.batches.repository import BatchRepository
+from facegate.batches.tables import Batch, BatchItem
+from facegate.database import utcnow
+from facegate.errors import InvalidInput, NotFound
+from facegate.jobs.service import JobService, Submission, Submitted
+from facegate.jobs.tables import Job
+from facegate.library.schemas import JobSources
+from facegate.storage.tenant import TenantStore
+from facegate.tenancy.tables import Policy
+
+MAX_BATCH_ITEMS: Final = 100
+
+
+@dataclass
+class BatchSubmission:
+    """What the client sent; ``written`` collects the storage keys written (clean-up)."""
+
+    tenant_id: str
+    actor: str
+    sources: list[bytes]
+    targets: list[bytes]
+    options: str | None
+    consent: str | None = None
+    library: JobSources | None = None
+    face_ids: list[uuid.UUID] = field(default_factory=list)
+    idempotency_key: str | None = None
+    written: list[str] = field(default_factory=list)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 over the options, consent, saved faces named and each input's sha256."""
+        digest = hashlib.sha256()
+        for part in (self.options or "", self.consent or "", *map(str, self.face_ids)):
+            digest.update(hashlib.sha256(part.encode()).digest())
+        for data in (*self.sources, b"|", *self.targets):
+            digest.update(hashlib.sha256(data).digest())
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class SubmittedBatch:
+    batch: Batch
+    created: bool
+    jobs: list[Submitted] = field(default_factory=list)
+
+
+class BatchService:
+    def __init__(self, session: Session, store: TenantStore) -> None:
+        self.session = session
+        self.store = store
+        self.batches = BatchRepository(session)
+
+    def get(self, tenant_id: str, batch_id: uuid.UUID) -> Batch:
+        batch = self.batches.get(tenant_id, batch_id)
+        if batch is None:
+            raise NotFound("no such batch")
+        return batch
+
+    def earlier(self, tenant_id: str, key: str, fingerprint: str) -> Batch | None:
+        """The batch an earlier submission with ``key`` made; 422 if it differed."""
+        batch = self.batches.get_by_idempotency_key(tenant_id, key)
+        if batch is not None and batch.request_sha256 not in (None, fingerprint):
+            raise InvalidInput(
+                "this Idempotency-Key was used for a different request; "
+                "use a new key for a new request",
+                code="idempotency-key-reused",
+            )
+        return batch
+
+    def submit(self, request: BatchSubmission, policy: Policy) -> SubmittedBatch:
+        key = request.idempotency_key
+        if key is not None:
+            earlier = self.earlier(request.tenant_id, key, request.fingerprint)
+            if earlier is not None:
+                return SubmittedBatch(earlier, created=False)
+        if not 1 <= len(request.targets) <= MAX_BATCH_ITEMS:
+            raise InvalidInput(
+                f"a batch has 1 to {MAX_BATCH_ITEMS} targets, got {len(request.targets)}",
+                code="invalid-batch",
+                limit="max_batch_items",
+                limit_value=MAX_BATCH_ITEMS,
+            )
+        jobs = JobService(self.session, self.store)
+        submitted = [
+            jobs.submit(
+                Submission(
+                    tenant_id=request.tenant_id,
+                    sources=request.sources,
+                    target=target,
+                    options=request.options,
+                    written=request.written,
+                    consent=request.consent,
+                    actor=request.actor,
+                    library=request.library,
+                ),
+                policy,
+            )
+            for target in request.targets
+        ]
+        batch = Batch(
+            id=uuid.uuid4(),
+            tenant_id=request.tenant_id,
+            total=len(submitted),
+            idempotency_key=key,
+            request_sha256=request.fingerprint if key is not None else None,
+            created_by=request.actor[:200],
+            created_at=utcnow(),
+        )
+        items = [
+            BatchItem(batch_id=batch.id, position=i, tenant_id=request.tenant_id, job_id=one.job.id)
+            for i, one in enumerate(submitted)
+        ]
+        self.batches.add(batch, items)
+        return SubmittedBatch(batch, created=True, jobs=submitted)
+
+    def items(self, batch: Batch) -> list[tuple[BatchItem, Job]]:
+        return self.batches.items(batch.tenant_id, batch.id)
+
+    def cancel(self, tenant_id: str, batch_id: uuid.UUID) -> Batch:
+        """Cancel every item not yet ended (queued at once, running between stages)."""
+        batch = self.get(tenant_id, batch_id)
+        jobs = JobService(self.session, self.store)
+        for _, job in self.items(batch):
+            if not job.is_terminal:
+                jobs.cancel(tenant_id, job.id)
+        return batch
