@@ -17,7 +17,7 @@ from facegate.batches.repository import BatchRepository
 from facegate.batches.tables import Batch, BatchItem
 from facegate.database import utcnow
 from facegate.errors import InvalidInput, NotFound
-from facegate.jobs.service import JobService, Submission, Submitted
+from facegate.jobs.service import JobService, Submission, Submitted, check_same_request
 from facegate.jobs.tables import Job
 from facegate.library.schemas import JobSources
 from facegate.storage.tenant import TenantStore
@@ -74,12 +74,8 @@ class BatchService:
     def earlier(self, tenant_id: str, key: str, fingerprint: str) -> Batch | None:
         """The batch an earlier submission with ``key`` made; 422 if it differed."""
         batch = self.batches.get_by_idempotency_key(tenant_id, key)
-        if batch is not None and batch.request_sha256 not in (None, fingerprint):
-            raise InvalidInput(
-                "this Idempotency-Key was used for a different request; "
-                "use a new key for a new request",
-                code="idempotency-key-reused",
-            )
+        if batch is not None:
+            check_same_request(batch.request_sha256, fingerprint)
         return batch
 
     def submit(self, request: BatchSubmission, policy: Policy) -> SubmittedBatch:

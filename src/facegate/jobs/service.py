@@ -73,6 +73,17 @@ class Submitted:
     input_hashes: dict[str, str] = field(default_factory=dict)
 
 
+def check_same_request(stored: str | None, fingerprint: str | None) -> None:
+    """422 ``idempotency-key-reused`` when a repeated Idempotency-Key comes with another
+    request than the one it was first used for (the IETF Idempotency-Key draft's answer)."""
+    if stored is not None and fingerprint is not None and stored != fingerprint:
+        raise InvalidInput(
+            "this Idempotency-Key was used for a different request; "
+            "use a new key for a new request",
+            code="idempotency-key-reused",
+        )
+
+
 def request_fingerprint(request: Submission) -> str:
     """sha256 over what the client sent: the options text, the consent field and each
     input's sha256, in order (sources, then the target)."""
@@ -97,13 +108,8 @@ class JobService:
         submission's content differs (the IETF Idempotency-Key draft's answer to a key
         reused for another request)."""
         job = self.jobs.get_by_idempotency_key(tenant_id, key)
-        if job is not None and None not in (job.request_sha256, fingerprint):
-            if job.request_sha256 != fingerprint:
-                raise InvalidInput(
-                    "this Idempotency-Key was used for a different request; "
-                    "use a new key for a new request",
-                    code="idempotency-key-reused",
-                )
+        if job is not None:
+            check_same_request(job.request_sha256, fingerprint)
         return job
 
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job:
