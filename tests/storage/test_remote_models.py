@@ -14,7 +14,7 @@ from s3fixtures import make_s3_store, moto_client, moto_endpoint, s3_credentials
 from storagefactories import S3Factory
 from tests.models.modelfiles import identity_model
 
-from conftest import make_settings
+from tests.conftest import make_settings
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.modelstore.store import ModelStore
 from facegate.storage.base import ObjectStore
