@@ -169,3 +169,12 @@ async def test_names_resolving_inward_and_redirects_are_refused_at_delivery(
         "six.attacker.test",
     }
     assert {line["tenant_id"] for line in refusals} == {"studio"}
+    # The redirect is logged too, with its status, the name called and the tenant.
+    [redirect] = [
+        line
+        for line in lines
+        if line.get("event") == "webhook.attempt_failed" and line.get("status_code") == 302
+    ]
+    assert redirect["error"] == "redirect not followed (302)"
+    assert redirect["host"] == "receiver.facegate.test"
+    assert redirect["tenant_id"] == "studio"
