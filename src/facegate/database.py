@@ -16,10 +16,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import DateTime, Dialect, Engine, MetaData, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
+
+from facegate.errors import SchemaNotCurrent
 
 SessionFactory = sessionmaker[Session]
 
@@ -154,8 +160,6 @@ def session_scope(factory: SessionFactory, *, read_only: bool = False) -> Iterat
 
 def alembic_config(url: str) -> Any:
     """The Alembic configuration of the installed package, pointed at ``url``."""
-    from alembic.config import Config
-
     package_dir = resources.files("facegate")
     config = Config(str(package_dir / "alembic.ini"))
     config.set_main_option("script_location", str(package_dir / "migrations"))
@@ -172,16 +176,9 @@ MIGRATION_LOCK_KEY = 0x66616365676174
 MIGRATION_LOCK_TIMEOUT = "5min"
 
 
-class SchemaNotCurrent(RuntimeError):
-    """The database is not at this release's head revision (and this process may not
-    migrate it)."""
-
-
 def migrate(url: str, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision`` (``alembic upgrade head``), holding the
     migration lock on PostgreSQL (SQLite serialises it with ``BEGIN IMMEDIATE``)."""
-    from alembic import command
-
     config = alembic_config(url)
     engine = create_engine_from_url(url)
     try:
@@ -200,8 +197,6 @@ def migrate(url: str, revision: str = "head") -> None:
 
 def head_revision() -> str:
     """The newest revision this release's migrations know."""
-    from alembic.script import ScriptDirectory
-
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
     assert head is not None
     return head
@@ -232,8 +227,6 @@ def prepare_schema(url: str, mode: str) -> None:
 
 def current_revision(url: str) -> str | None:
     """The revision the database is at, or None when it was never migrated."""
-    from alembic.runtime.migration import MigrationContext
-
     engine = create_engine_from_url(url)
     try:
         with engine.connect() as connection:

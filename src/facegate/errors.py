@@ -106,3 +106,8 @@ class Unavailable(ServiceError):
     """A dependency (database, Redis, object store, signing key) cannot serve for now."""
 
     code = "service-unavailable"
+
+
+class SchemaNotCurrent(RuntimeError):
+    """The database is not at this release's head revision (and this process may not
+    migrate it)."""

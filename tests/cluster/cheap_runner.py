@@ -19,7 +19,7 @@ from facegate.jobs.tables import Job
 from facegate.provenance.marker import JobMark
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
-from facegate.worker.runner import JobOutput, ProgressFn
+from facegate.worker.output import JobOutput, ProgressFn
 
 DEFAULT_SECONDS = 0.02
 

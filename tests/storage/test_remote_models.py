@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from s3fixtures import make_s3_store, moto_client, moto_endpoint, s3_credentials  # noqa: F401
 from storagefactories import S3Factory
+from tests.conftest import make_settings
 from tests.models.modelfiles import identity_model
 
-from tests.conftest import make_settings
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.modelstore.store import ModelStore
 from facegate.storage.base import ObjectStore

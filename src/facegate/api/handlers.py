@@ -1,4 +1,10 @@
-"""Exception handlers: every error leaves as RFC 9457 problem+json."""
+"""Exception handlers: every error leaves as RFC 9457 problem+json.
+
+The database being unreachable (restart, failover, network) is a 503, not a 500: while
+PostgreSQL restarts every request that needs it fails with a driver error; clients get
+``503 service-unavailable`` with ``Retry-After`` and come back, and the pool
+(``pool_pre_ping``) reconnects by itself once the server is back.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,25 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from facegate import errors
 from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, as_problem, problem_document
 from facegate.api.routetable import RouteTable
-from facegate.api.unavailable import UNAVAILABLE_ERRORS, database_unavailable
 from facegate.engine import errors as engine_errors
 
 log = structlog.get_logger(__name__)
+
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+# OperationalError: connection refused/lost, server shutting down, SQLite locked;
+# InterfaceError: a closed connection; TimeoutError: no pooled connection came free.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+)
 
 _HTTP_SLUGS = {
     400: ("bad-request", "Bad request"),
@@ -93,6 +109,18 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, body, headers)
 
 
+async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database.unavailable", error=type(exc).__name__, path=request.url.path)
+    body = problem_document(
+        503,
+        "service-unavailable",
+        "Service unavailable",
+        "the database is unreachable for the moment; retry shortly",
+        retry_after=DATABASE_RETRY_AFTER_SECONDS,
+    )
+    return problem_response(request, body, {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
+
+
 def internal_error_body() -> dict[str, Any]:
     return problem_document(
         500,
@@ -109,4 +137,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     for database_error in UNAVAILABLE_ERRORS:
-        app.add_exception_handler(database_error, database_unavailable)
+        app.add_exception_handler(database_error, _database_unavailable)

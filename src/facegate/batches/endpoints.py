@@ -25,6 +25,7 @@ from facegate.jobs.observe import audit_submission, observe_submitted
 from facegate.jobs.options import parse_options
 from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.runtime import tenant_store_for, write_sessions
+from facegate.jobs.service import MAX_SOURCES
 from facegate.library.service import LibraryService
 from facegate.models.installed import check_spec_installed, installation_model_store
 from facegate.observability.audit import record_audit
@@ -82,7 +83,7 @@ def submit_batch(
                 spec, principal.tenant_id, installation_model_store(state.settings)
             )
             library = LibraryService(write, store).sources_for(
-                principal, source_face_id or [], uploaded=bool(source)
+                principal, source_face_id or [], uploaded=bool(source), max_faces=MAX_SOURCES
             )
             uploaded = [read_limited(item, policy.max_input_bytes) for item in source or []]
             submission = BatchSubmission(

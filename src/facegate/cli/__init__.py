@@ -14,6 +14,8 @@ import click
 
 from facegate.allocator import tune_allocator
 from facegate.cli.nativelog import install_noise_filter
+from facegate.deploy.env import SpecEnvError, apply_spec_env
+from facegate.errors import SchemaNotCurrent
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -51,8 +53,6 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         # A schema this process may not migrate (FACEGATE_SCHEMA_ON_START=check) is an
         # operator's error with a clear next step, not a traceback.
-        from facegate.database import SchemaNotCurrent
-
         try:
             return super().invoke(ctx)
         except SchemaNotCurrent as exc:
@@ -74,8 +74,6 @@ def main() -> None:
     install_noise_filter()
     # Translated here, at the process's entry, so every command's options and Settings see
     # them; a contradiction with an explicit FACEGATE_* value stops with a clear message.
-    from facegate.deploy.env import SpecEnvError, apply_spec_env
-
     try:
         os.environ.update(apply_spec_env())
     except SpecEnvError as exc:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import click
+import os
 
+import click
+import uvicorn
+
+from facegate.api.app import create_app
 from facegate.cli.common import private_files, require_free_port
 from facegate.database import prepare_schema
+from facegate.observability.logging import UVICORN_LOGGING
 from facegate.settings import get_settings
 
 
@@ -23,10 +28,6 @@ from facegate.settings import get_settings
 )
 def api(host: str | None, port: int | None, processes: int) -> None:
     """Serve the API without job workers: `facegate worker` processes run the jobs."""
-    import uvicorn
-
-    from facegate.observability.logging import UVICORN_LOGGING
-
     # No in-process workers whatever FACEGATE_WORKERS says: this process only accepts work.
     private_files()
     settings = get_settings(host=host, port=port, workers=0)
@@ -43,18 +44,12 @@ def api(host: str | None, port: int | None, processes: int) -> None:
         **UVICORN_LOGGING,
     }
     if processes == 1:
-        from facegate.api.app import create_app
-
         uvicorn.run(create_app(settings), **common)
         return
     # Several processes re-import the app by name; they read the same FACEGATE_* settings.
-    import os
-
     os.environ["FACEGATE_WORKERS"] = "0"
     uvicorn.run("facegate.cli.api:app_from_environment", factory=True, workers=processes, **common)
 
 
 def app_from_environment() -> object:
-    from facegate.api.app import create_app
-
     return create_app(get_settings(workers=0))

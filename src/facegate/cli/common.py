@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -81,8 +82,6 @@ def private_files() -> None:
 def require_free_port(host: str, port: int) -> None:
     """Stop with a clear message when the port is taken (``make serve`` and ``make cluster``
     both want 8000) instead of a bind error among the log lines after start-up."""
-    import socket
-
     try:
         socket.create_server((host, port)).close()
     except OSError as exc:

@@ -7,21 +7,19 @@ from typing import Any
 
 import click
 import yaml
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
+from facegate.database import create_engine_from_url, create_session_factory
 from facegate.deploy.overlay import stored_inputs, upsert_tenant_entry, write_overlay
 from facegate.deploy.policy import DeployPolicy, DeployPolicyError
+from facegate.settings import get_settings
+from facegate.tenancy.tables import Tenant
 
 
 def _stored_policy(tenant_id: str) -> tuple[str, dict[str, Any]] | None:
     """(isolation, policy values) of the tenant in the configured database, or None when the
     database has no such tenant (or no tenancy tables yet: a fresh checkout)."""
-    from sqlalchemy import select
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from facegate.database import create_engine_from_url, create_session_factory
-    from facegate.settings import get_settings
-    from facegate.tenancy.tables import Tenant
-
     engine = create_engine_from_url(get_settings().database_url)
     try:
         with create_session_factory(engine)() as session:

@@ -17,16 +17,15 @@ from facegate.cli.common import cli_actor, database_option, transaction
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.modelstore.manifest import MODEL_KINDS
 from facegate.engine.modelstore.store import ModelStore
+from facegate.models.installed import BUILTIN_SWAP_BACKENDS, installation_model_store
 from facegate.observability.audit import MODEL_INSTALL, model_installed_details, record_audit
+from facegate.settings import get_settings
 
 
 def _store(models_dir: str | None) -> ModelStore:
     """``--models-dir``: that folder; else the installation's store, wherever the settings
     keep it (``FACEGATE_MODELS_IN_STORAGE``: the object storage)."""
     if models_dir is None:
-        from facegate.models.installed import installation_model_store
-        from facegate.settings import get_settings
-
         return installation_model_store(get_settings())
     return ModelStore(Path(models_dir))
 
@@ -52,8 +51,6 @@ def models() -> None:
 def list_models(models_dir: str | None, tenant: str | None, as_json: bool) -> None:
     """List installed models (built-in, shared, and the tenant's own), and the built-in swap
     backends that need no weights (mesh_warp)."""
-    from facegate.models.installed import BUILTIN_SWAP_BACKENDS
-
     rows: list[dict[str, Any]] = [
         {
             "name": name,

@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import uvicorn
 
+from facegate.api.app import create_app
 from facegate.cli.common import private_files, require_free_port
+from facegate.cli.demo import demo_banner, ensure_demo
 from facegate.database import prepare_schema
+from facegate.observability.logging import UVICORN_LOGGING
 from facegate.settings import get_settings
 
 
@@ -64,14 +68,7 @@ def serve(
     require_free_port(settings.host, settings.port)
     prepare_schema(settings.database_url, settings.schema_on_start)
     if settings.demo:
-        from facegate.cli.demo import demo_banner, ensure_demo
-
         click.echo(demo_banner(settings, ensure_demo(settings)))
-
-    import uvicorn
-
-    from facegate.api.app import create_app
-    from facegate.observability.logging import UVICORN_LOGGING
 
     uvicorn.run(
         create_app(settings),

@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
-from facegate.engine.errors import EngineError
+from facegate.cli.swap_video import is_video_target, run_video_swap
+from facegate.engine.errors import EngineError, InvalidOptions
+from facegate.engine.image import ImageLimits, encode_image, load_image_file
+from facegate.engine.pipeline import Pipeline, PipelineSpec
 
 FORMATS_BY_SUFFIX = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
@@ -137,7 +141,6 @@ def swap(
             "--selector reference needs --reference FILE "
             "(a photo of the person in TARGET whose face is replaced)"
         )
-    from facegate.cli.swap_video import is_video_target, run_video_swap
 
     video = is_video_target(paths[-1])
     # A video's container follows its own suffix; the image format only matters for images.
@@ -193,13 +196,6 @@ def run_swap(
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Swap into the image ``output``; returns the faces found and processed."""
-    # Heavy imports here so `facegate --help` stays fast.
-    from pydantic import ValidationError
-
-    from facegate.engine.errors import InvalidOptions
-    from facegate.engine.image import ImageLimits, encode_image, load_image_file
-    from facegate.engine.pipeline import Pipeline, PipelineSpec
-
     try:
         spec = PipelineSpec.model_validate(document)
     except ValidationError as exc:

@@ -8,12 +8,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import click
+from pydantic import ValidationError
+
+from facegate.engine.errors import InvalidOptions
+from facegate.engine.image import ImageLimits, load_image_file
+from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.video import VideoProgress, is_video_file
+from facegate.engine.video.options import container_for
 
 
 def is_video_target(path: Path) -> bool:
     """Decided by the file's content, never its name (a missing file is not a video)."""
-    from facegate.engine.video import is_video_file
-
     return path.is_file() and is_video_file(path)
 
 
@@ -27,14 +32,6 @@ def run_video_swap(
 ) -> dict[str, Any]:
     """Run the pipeline over the video ``paths[-1]`` into ``output`` (.mp4 .mov .mkv .webm);
     a progress bar on stderr unless ``show_progress`` is false. Returns frames, size, fps."""
-    from pydantic import ValidationError
-
-    from facegate.engine.errors import InvalidOptions
-    from facegate.engine.image import ImageLimits, load_image_file
-    from facegate.engine.pipeline import Pipeline, PipelineSpec
-    from facegate.engine.video import VideoProgress
-    from facegate.engine.video.options import container_for
-
     container_for(output)  # refuse an unknown output suffix before any work
     try:
         spec = PipelineSpec.model_validate({**document, "output": {}})

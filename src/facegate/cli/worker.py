@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import click
+import onnxruntime
 
 from facegate.cli.common import private_files
+from facegate.queue.postgres import ServedTenants
 from facegate.settings import get_settings
+from facegate.worker.process import WorkerOptions, run_worker
 
 
 def _device_available() -> bool:
     # A worker on a machine with CUDA holds a device per job: the tenants' device_limit
     # then applies to it. Without onnxruntime's CUDA provider it runs on the CPU.
-    try:
-        import onnxruntime
-    except ImportError:
-        return False
     return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
@@ -82,9 +81,6 @@ def worker(
     port: int | None,
 ) -> None:
     """Claim and run jobs from the shared database until SIGTERM (then drain)."""
-    from facegate.queue.postgres import ServedTenants
-    from facegate.worker.process import WorkerOptions, run_worker
-
     private_files()
     settings = get_settings()
     options = WorkerOptions(

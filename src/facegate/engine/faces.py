@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
 import cv2
+import mediapipe as mp
 import numpy as np
 import numpy.typing as npt
 
@@ -110,8 +111,6 @@ class _Graphs:
     """The mediapipe graphs of one thread (they are not safe to share between threads)."""
 
     def __init__(self, options: AnalyserOptions) -> None:
-        import mediapipe as mp  # imported lazily: ~0.4 s, and only analysers need it
-
         solutions: Any = mp.solutions
         self.detector = solutions.face_detection.FaceDetection(
             model_selection=1, min_detection_confidence=options.min_score

@@ -80,7 +80,7 @@ class FaceRecogniser:
     def __init__(self, folder: Path | None = None, detector: bool = True) -> None:
         """``detector`` False: always the box made from the mesh (skips dlib's detector,
         ~5 ms; the 5-point aligner mostly finds the same points in either box)."""
-        import dlib  # imported lazily: only measurements and reference matching need it
+        import dlib  # optional: only measurements and reference matching need it
 
         folder = folder or models_dir()
         if folder is None:

@@ -28,7 +28,9 @@ from facegate.engine.selection import SelectorSpec, prepare_sources, select_face
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
-from facegate.engine.video.probe import VideoLimits
+from facegate.engine.video.probe import VideoLimits, probe_video
+from facegate.engine.video.process import process_video
+from facegate.engine.video.swap import VideoSwap
 
 ProgressCallback = Callable[[float, str], None]
 """Called with (fraction done 0..1, stage name)."""
@@ -98,6 +100,12 @@ class Pipeline:
         self.analyser = analyser or default_analyser()
         self.needs_source = bool(SOURCE_PROCESSORS & set(spec.processors))
         self.needs_target_face = bool(FACE_PROCESSORS & set(spec.processors))
+        # Every processor works on faces: a frame without one passes through untouched.
+        self.faces_only = set(spec.processors) <= FACE_PROCESSORS
+
+    @property
+    def selector(self) -> SelectorSpec:
+        return self.spec.selector
 
     def analyse_sources(self, sources: Sequence[Frame]) -> list[Face]:
         """Faces of every source image, image by image, each image's faces in selector order.
@@ -233,9 +241,6 @@ class Pipeline:
         nothing appears at ``dst`` unless the run completes). See ``engine.video``.
         ``finish_frame(frame, index)`` runs on every output frame in order, last before the
         encoder (the service's watermark)."""
-        from facegate.engine.video import probe_video, process_video
-        from facegate.engine.video.swap import VideoSwap
-
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
         ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
         work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cv2
+import mediapipe as mp
 import numpy as np
 import numpy.typing as npt
 
@@ -110,8 +111,6 @@ class CropMesh:
     ``tracking``: mediapipe's tracking mode; feed it one face's consecutive crops only."""
 
     def __init__(self, crop_size: int, tracking: bool = False) -> None:
-        import mediapipe as mp  # heavy: imported only when a tracker is built
-
         solutions: Any = mp.solutions
         self.graph = solutions.face_mesh.FaceMesh(
             static_image_mode=not tracking, refine_landmarks=True, max_num_faces=1

@@ -33,7 +33,13 @@ from facegate.jobs.schemas import (
     decode_cursor,
     encode_cursor,
 )
-from facegate.jobs.service import JobService, Submission, Submitted, request_fingerprint
+from facegate.jobs.service import (
+    MAX_SOURCES,
+    JobService,
+    Submission,
+    Submitted,
+    request_fingerprint,
+)
 from facegate.library.service import LibraryService
 from facegate.models.installed import (
     check_spec_installed,
@@ -145,7 +151,7 @@ def submit_job(
             models = installation_model_store(state.settings)
             check_spec_installed(spec, principal.tenant_id, models)
             library = LibraryService(write, store).sources_for(
-                principal, source_face_id or [], uploaded=bool(source)
+                principal, source_face_id or [], uploaded=bool(source), max_faces=MAX_SOURCES
             )
             uploaded = [_read_upload(item, policy.max_input_bytes) for item in source or []]
             submission = Submission(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from facegate.state import AppState
@@ -26,8 +27,6 @@ def write_sessions(state: AppState) -> sessionmaker[Session]:
 
 @lru_cache(maxsize=16)
 def _write_sessions(engine: object) -> sessionmaker[Session]:
-    from sqlalchemy import Engine
-
     assert isinstance(engine, Engine)
     return sessionmaker(
         bind=engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False

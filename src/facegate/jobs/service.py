@@ -15,15 +15,16 @@ from functools import cached_property
 from sqlalchemy.orm import Session
 
 from facegate.consent.service import ConsentService
-from facegate.engine.image import ImageInfo, ImageLimits, verify_image
+from facegate.engine.image import ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
-from facegate.errors import InvalidInput, NotFound, OutOfStorage, QuotaExceeded
+from facegate.errors import InvalidInput, NotFound, QuotaExceeded
 from facegate.jobs.options import parse_options, validate_processors
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
 from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.library.schemas import JobSources
+from facegate.mediatypes import media_type
 from facegate.storage.base import StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
@@ -32,14 +33,6 @@ MAX_SOURCES = 16
 MAX_ATTEMPTS = 3
 # A queued job of the embedded shape takes seconds; ask the client to come back soon.
 QUEUE_RETRY_AFTER_SECONDS = 10
-
-IMAGE_CONTENT_TYPES = {
-    "jpeg": "image/jpeg",
-    "png": "image/png",
-    "webp": "image/webp",
-    "bmp": "image/bmp",
-    "tiff": "image/tiff",
-}
 
 
 @dataclass
@@ -177,7 +170,7 @@ class JobService:
                 self.session, tenant_id, incoming, policy.storage_quota_bytes
             )
         except StorageQuotaExceeded as exc:
-            raise storage_quota_problem(exc) from None
+            raise exc.problem() from None
 
         # 2. store the inputs and queue the job (same transaction)
         job = Job(
@@ -192,7 +185,7 @@ class JobService:
             request_sha256=fingerprint,
         )
         uploads = [
-            (f"source-{i}", data, _image_type(img))
+            (f"source-{i}", data, media_type(img.format))
             for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
         ]
         uploads.append(("target", request.target, target_type))
@@ -224,7 +217,7 @@ class JobService:
             return "video", input_content_type(check_video_target(data, spec, policy))
         target = verify_image(data, limits)
         check_output_resolution(spec, policy, target.width, target.height)
-        return "image", _image_type(target)
+        return "image", media_type(target.format)
 
     def _store_input(
         self,
@@ -245,18 +238,3 @@ class JobService:
             new=True,
         )
         request.written.append(ref.key)
-
-
-def _image_type(image: ImageInfo) -> str:
-    return IMAGE_CONTENT_TYPES.get(image.format, "application/octet-stream")
-
-
-def storage_quota_problem(exc: StorageQuotaExceeded) -> OutOfStorage:
-    """The 507 of a write over the tenant's storage quota."""
-    return OutOfStorage(
-        str(exc),
-        limit="storage_quota_bytes",
-        value=exc.quota_bytes,
-        used_bytes=exc.used_bytes,
-        requested_bytes=exc.requested_bytes,
-    )

@@ -23,10 +23,10 @@ from facegate.engine.image import ImageLimits, encode_image, load_image
 from facegate.engine.pipeline import default_analyser
 from facegate.engine.types import Face, Frame
 from facegate.errors import Forbidden, InvalidInput, NotFound
-from facegate.jobs.service import IMAGE_CONTENT_TYPES, MAX_SOURCES, storage_quota_problem
 from facegate.library.repository import LibraryRepository
 from facegate.library.schemas import JobSources
 from facegate.library.tables import LibraryFace
+from facegate.mediatypes import media_type
 from facegate.observability.audit import record_audit
 from facegate.principal import FACES_READ, Principal
 from facegate.storage.base import StorageQuotaExceeded
@@ -107,7 +107,7 @@ class LibraryService:
         if chosen.embedding is None:
             raise NoFaceDetected("the chosen face could not be described")
         return AnalysedFace(
-            content_type=IMAGE_CONTENT_TYPES.get(loaded.format, "application/octet-stream"),
+            content_type=media_type(loaded.format),
             width=loaded.width,
             height=loaded.height,
             box=[round(float(v), 1) for v in chosen.box],
@@ -130,7 +130,7 @@ class LibraryService:
                 policy.storage_quota_bytes,
             )
         except StorageQuotaExceeded as exc:
-            raise storage_quota_problem(exc) from None
+            raise exc.problem() from None
 
         sha256 = hashlib.sha256(upload.data).hexdigest()
         face = LibraryFace(
@@ -224,10 +224,16 @@ class LibraryService:
         return face, data
 
     def sources_for(
-        self, principal: Principal, face_ids: Sequence[uuid.UUID], *, uploaded: bool
+        self,
+        principal: Principal,
+        face_ids: Sequence[uuid.UUID],
+        *,
+        uploaded: bool,
+        max_faces: int,
     ) -> JobSources | None:
-        """The saved faces a job (or a batch) names as its sources; None when it names none
-        (it uploads them). Naming faces needs ``faces:read``; uploading too is refused."""
+        """The saved faces a job (or a batch) names as its sources, at most ``max_faces``;
+        None when it names none (it uploads them). Naming faces needs ``faces:read``;
+        uploading too is refused."""
         if not face_ids:
             return None
         if uploaded:
@@ -236,8 +242,8 @@ class LibraryService:
             )
         if not principal.has(FACES_READ):
             raise Forbidden(f"using saved faces needs the {FACES_READ!r} scope", scope=FACES_READ)
-        if len(face_ids) > MAX_SOURCES:
-            raise InvalidInput(f"at most {MAX_SOURCES} source faces", code="invalid-options")
+        if len(face_ids) > max_faces:
+            raise InvalidInput(f"at most {max_faces} source faces", code="invalid-options")
         return self.job_sources(principal.tenant_id, face_ids)
 
     def job_sources(self, tenant_id: str, face_ids: Sequence[uuid.UUID]) -> JobSources:

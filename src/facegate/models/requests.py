@@ -4,6 +4,7 @@ runs with (tenant, pinned tags, A/B split, job id)."""
 from __future__ import annotations
 
 from facegate.engine.errors import InvalidOptions
+from facegate.engine.modelstore.hub import use_model_store
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy
 from facegate.models.installed import installation_model_store
 from facegate.settings import Settings, warmup_list
@@ -31,8 +32,6 @@ def model_request_for(tenant_id: str, job_id: str, policy: Policy) -> ModelReque
 def use_installation_models(settings: Settings) -> None:
     """Point the engine at the installation's model store, with its MODEL_TAG default and
     warm-up list (called once where workers start: embedded and cluster)."""
-    from facegate.engine.modelstore.hub import use_model_store  # lazily: pulls in onnxruntime
-
     use_model_store(
         installation_model_store(settings),
         default_tag=settings.model_tag,

@@ -150,7 +150,7 @@ def worker_heartbeat() -> None:
 def install_model_load_hook() -> None:
     """Observe every model the engine's inference pools load (the engine itself knows
     nothing of Prometheus: it calls plain listeners)."""
-    from facegate.engine.modelstore import inference
+    from facegate.engine.modelstore import inference  # optional: onnxruntime
 
     if model_loaded not in inference.LOAD_LISTENERS:
         inference.LOAD_LISTENERS.append(model_loaded)

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
+from facegate.errors import OutOfStorage
+
 # Segments of letters, digits, dot, dash and underscore, separated by single slashes; no
 # segment may start with a dot (so no "." / ".." and no hidden files), no leading slash.
 KEY_PATTERN = re.compile(
@@ -44,6 +46,16 @@ class StorageQuotaExceeded(StorageError):
         self.quota_bytes = quota_bytes
         self.used_bytes = used_bytes
         self.requested_bytes = requested_bytes
+
+    def problem(self) -> OutOfStorage:
+        """The service error a caller answers with (507 over HTTP)."""
+        return OutOfStorage(
+            str(self),
+            limit="storage_quota_bytes",
+            value=self.quota_bytes,
+            used_bytes=self.used_bytes,
+            requested_bytes=self.requested_bytes,
+        )
 
 
 def data_size(data: bytes | Path) -> int:

@@ -24,7 +24,7 @@ def store_from_url(url: str) -> ObjectStore:
     if parts.scheme == "memory":
         return MemoryStore()
     if parts.scheme == "s3":
-        # Imported here: boto3 is only loaded by installations that use S3.
+        # optional: boto3, loaded only by installations that use S3
         from facegate.storage.s3 import S3Store
 
         return S3Store.from_url(url)

@@ -37,7 +37,8 @@ from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption, record_job_usage
 from facegate.worker.observe import audit_moderation, observe_finished
-from facegate.worker.runner import EngineRunner, JobOutput, JobRunner, ProgressFn
+from facegate.worker.output import JobOutput, JobRunner, ProgressFn
+from facegate.worker.runner import EngineRunner
 
 log = structlog.get_logger("facegate.jobs")
 

@@ -34,9 +34,10 @@ from facegate.queue.reaper import reap_expired_leases
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
 from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
+from facegate.worker.output import JobRunner
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.probes import ProbeServer
-from facegate.worker.runner import EngineRunner, JobRunner
+from facegate.worker.runner import EngineRunner
 
 log = structlog.get_logger("facegate.worker")
 

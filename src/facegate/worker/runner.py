@@ -6,122 +6,24 @@ with any JobRunner, and this bridge with the real engine.
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
-from facegate.engine.label import draw_label
 from facegate.engine.pipeline import Pipeline, PipelineSpec
-from facegate.engine.types import Frame
 from facegate.engine.watermark import embed_watermark
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
-from facegate.storage.base import data_size
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.schemas import DisclosureLabel
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
+from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items
+from facegate.worker.video_runner import run_video_job
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
-
-
-class ProgressFn(Protocol):
-    """Reports (fraction done 0..1, stage); video runs add ``detail`` (frames, fps, ETA)."""
-
-    def __call__(
-        self, fraction: float, stage: str, detail: dict[str, Any] | None = None
-    ) -> None: ...
-
-
-CONTENT_TYPES: dict[str, str] = {
-    "jpeg": "image/jpeg",
-    "png": "image/png",
-    "webp": "image/webp",
-    "mp4": "video/mp4",
-    "webm": "video/webm",
-}
-EXTENSIONS: dict[str, str] = {
-    "jpeg": "jpg",
-    "png": "png",
-    "webp": "webp",
-    "mp4": "mp4",
-    "webm": "webm",
-}
-ResultFormat = OutputFormat | Literal["mp4", "webm"]
-
-
-@dataclass(frozen=True)
-class JobOutput:
-    """The encoded result of a job and what is recorded about it.
-
-    ``data`` is the result's bytes (an image), or the file a run wrote it to (a video: it is
-    streamed to storage, never held in memory whole) inside ``scratch``, a private folder
-    the worker deletes with :meth:`discard` once the result is stored or given up."""
-
-    data: bytes | Path
-    format: ResultFormat
-    width: int
-    height: int
-    frames: int
-    compute_seconds: float
-    # What went in (usage metering): pixels of every input image, bytes of every upload.
-    input_pixels: int = 0
-    input_bytes: int = 0
-    # Model name -> tag the run used (the tenant's pins / A/B variant), stored on the job.
-    models_used: dict[str, str] = field(default_factory=dict)
-    scratch: Path | None = None
-    # What content moderation checked and allowed (inputs, then the output); empty when
-    # the tenant's moderation is off. The worker audits it with the result.
-    moderated: tuple[str, ...] = ()
-    # The C2PA manifest store of a format that cannot embed one (WebM), stored beside it.
-    sidecar: bytes | None = None
-
-    @property
-    def size(self) -> int:
-        """The result's size in bytes."""
-        return data_size(self.data)
-
-    def discard(self) -> None:
-        """Delete the scratch folder of a file result (nothing for bytes)."""
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-
-    @property
-    def content_type(self) -> str:
-        return CONTENT_TYPES[self.format]
-
-    @property
-    def name(self) -> str:
-        return f"result.{EXTENSIONS[self.format]}"
-
-
-class JobRunner(Protocol):
-    """Turns a claimed job into its output; raises EngineError (or a ServiceError).
-    ``mark`` is the job's watermark: the runner puts it into every frame it encodes."""
-
-    def run(
-        self,
-        job: Job,
-        policy: Policy,
-        cancel: threading.Event,
-        on_progress: ProgressFn,
-        mark: JobMark,
-    ) -> JobOutput: ...
-
-
-def disclose(frame: Frame, policy: Policy) -> Frame:
-    """The tenant's visible disclosure label on a result frame, when its policy has one
-    (off by default); the watermark and the manifest are added whatever the policy."""
-    if not policy.disclosure_label:
-        return frame
-    label = DisclosureLabel.model_validate(policy.disclosure_label)
-    return draw_label(frame, label.text, label.corner)
 
 
 def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
@@ -132,11 +34,6 @@ def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
     if target.format in ("jpeg", "png", "webp"):
         return target.format
     return "png"
-
-
-def source_items(sources: list[LoadedImage]) -> list[tuple[str, Frame]]:
-    """The job's source images as moderation names them (``source image 1``, ...)."""
-    return [(f"source image {i}", s.frame) for i, s in enumerate(sources, start=1)]
 
 
 class EngineRunner:
@@ -155,8 +52,6 @@ class EngineRunner:
         mark: JobMark,
     ) -> JobOutput:
         if job.kind == "video":
-            from facegate.worker.video_runner import run_video_job  # imports this module
-
             return run_video_job(self.tenant_store, job, policy, cancel, on_progress, mark)
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)

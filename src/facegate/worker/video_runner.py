@@ -28,7 +28,7 @@ from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
-from facegate.worker.runner import JobOutput, ProgressFn, disclose, source_items
+from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark

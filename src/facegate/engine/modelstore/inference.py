@@ -195,7 +195,7 @@ def import_ncnn() -> Any:
     the variable once, when ncnn's import loads it, so it is set right before that import.
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import ncnn
+    import ncnn  # optional: only the built-in enhancers need it; after the variable above
 
     return ncnn
 
@@ -210,7 +210,5 @@ def _load_ncnn(param: Path, weights: Path, settings: PoolSettings) -> Any:
         net.opt.num_threads = settings.intra_op_threads
     net.opt.lightmode = True
     if net.load_param(str(param)) != 0 or net.load_model(str(weights)) != 0:
-        from facegate.engine.errors import ModelUnavailable
-
         raise ModelUnavailable(f"ncnn could not load {Path(param).name}")
     return net

@@ -16,6 +16,13 @@ from typing import Any
 import onnx
 
 from facegate.engine.errors import ModelUnavailable
+from facegate.engine.networks.live_portrait import (
+    FEATURE_EXTRACTOR,
+    FEED_SIZE,
+    GENERATOR,
+    MOTION_EXTRACTOR,
+    PARTS,
+)
 from facegate.engine.networks.swap_models import SWAPPERS
 
 Dim = int | str | None
@@ -67,13 +74,42 @@ def swapper_contract(name: str) -> Contract:
     )
 
 
+def live_portrait_contract(name: str) -> Contract:
+    """The upload contract of one LivePortrait part (the expression restorer's)."""
+    image = (1, 3, FEED_SIZE, FEED_SIZE)
+    table = {
+        FEATURE_EXTRACTOR: Contract({"input": image}, {"feature_volume": None}),
+        MOTION_EXTRACTOR: Contract(
+            {"input": image},
+            {
+                k: None
+                for k in (
+                    "pitch",
+                    "yaw",
+                    "roll",
+                    "scale",
+                    "translation",
+                    "expression",
+                    "motion_points",
+                )
+            },
+            positional_outputs=7,
+        ),
+        GENERATOR: Contract(
+            {"feature_volume": None, "source": (1, 21, 3), "target": (1, 21, 3)},
+            {"output": (1, 3, None, None)},
+        ),
+    }
+    if name not in table:
+        raise ModelUnavailable(f"an expression_restorer part must be one of {', '.join(PARTS)}")
+    return table[name]
+
+
 def contract_for(kind: str, name: str) -> Contract:
     if kind == "face_swapper":
         return swapper_contract(name)
     if kind == "expression_restorer":
-        from facegate.engine.networks.live_portrait import part_contract
-
-        return part_contract(name)
+        return live_portrait_contract(name)
     found = CONTRACTS.get(kind)
     if found is None:
         known = ", ".join(sorted({"face_swapper", "expression_restorer", *CONTRACTS}))

@@ -10,9 +10,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from facegate.engine.errors import ModelUnavailable
 from facegate.engine.modelstore.hub import OnnxModel
-from facegate.engine.networks.contracts import Contract
 from facegate.engine.types import Frame
 
 FEATURE_EXTRACTOR = "live_portrait_feature_extractor"
@@ -25,37 +23,6 @@ FEED_SIZE = 256
 UPPER_FACE = (1, 2, 6, 10, 11, 12, 13, 15, 16)
 LOWER_FACE = (3, 7, 14, 17, 18, 19, 20)
 Array = npt.NDArray[np.float32]
-
-
-def part_contract(name: str) -> Contract:
-    """The upload contract of one part (see engine.networks.contracts)."""
-    image = (1, 3, FEED_SIZE, FEED_SIZE)
-    table = {
-        FEATURE_EXTRACTOR: Contract({"input": image}, {"feature_volume": None}),
-        MOTION_EXTRACTOR: Contract(
-            {"input": image},
-            {
-                k: None
-                for k in (
-                    "pitch",
-                    "yaw",
-                    "roll",
-                    "scale",
-                    "translation",
-                    "expression",
-                    "motion_points",
-                )
-            },
-            positional_outputs=7,
-        ),
-        GENERATOR: Contract(
-            {"feature_volume": None, "source": (1, 21, 3), "target": (1, 21, 3)},
-            {"output": (1, 3, None, None)},
-        ),
-    }
-    if name not in table:
-        raise ModelUnavailable(f"an expression_restorer part must be one of {', '.join(PARTS)}")
-    return table[name]
 
 
 def prepare_crop_frame(crop: Frame) -> Array:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from facegate.engine.errors import InvalidOptions
 from facegate.engine.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -92,7 +93,5 @@ def create_swap_backend(name: str) -> SwapBackend:
     try:
         factory = _FACTORIES[name]
     except KeyError:
-        from facegate.engine.errors import InvalidOptions
-
         raise InvalidOptions(f"face_swapper: unknown swap model {name!r}") from None
     return factory()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import cv2
+import mediapipe as mp
 import numpy as np
 import numpy.typing as npt
 
@@ -174,8 +175,6 @@ class OcclusionDetector:
     def _hands(self) -> Any:
         graph = getattr(self._local, "hands", None)
         if graph is None:
-            import mediapipe as mp  # heavy: imported only when occlusion is asked for
-
             solutions: Any = mp.solutions
             graph = solutions.hands.Hands(
                 static_image_mode=True,

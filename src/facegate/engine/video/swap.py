@@ -16,15 +16,34 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from facegate.engine.errors import InvalidOptions
+from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import attach_identity
-from facegate.engine.pipeline import FACE_PROCESSORS, Pipeline
 from facegate.engine.processors.base import JobContext
-from facegate.engine.selection import select_faces
+from facegate.engine.selection import SelectorSpec, select_faces
 from facegate.engine.tracking import FaceTracker, TrackerOptions
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.process import FrameStages
+
+
+class FramePipeline(Protocol):
+    """What a video swap uses of ``engine.pipeline.Pipeline``."""
+
+    analyser: FaceAnalyser
+    faces_only: bool
+
+    @property
+    def selector(self) -> SelectorSpec: ...
+
+    def process_frame(
+        self,
+        frame: Frame,
+        ctx: JobContext,
+        faces: Sequence[Face] | None = None,
+        selected: Sequence[tuple[int, Face]] | None = None,
+    ) -> Frame: ...
 
 
 @dataclass
@@ -61,7 +80,10 @@ class VideoSwap:
     """Builds the FrameStages of one video job from a prepared pipeline and its context."""
 
     def __init__(
-        self, pipeline: Pipeline, ctx: JobContext, tracker_options: TrackerOptions | None = None
+        self,
+        pipeline: FramePipeline,
+        ctx: JobContext,
+        tracker_options: TrackerOptions | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.ctx = ctx
@@ -79,7 +101,7 @@ class VideoSwap:
         faces = self.tracker.update(frame, index)
         if not faces:
             return FrameFaces([], [])
-        selector = self.pipeline.spec.selector
+        selector = self.pipeline.selector
         candidates = faces
         if selector.mode == "reference":
             candidates = [face for face in faces if face.track_id not in self.sticky.decided]
@@ -91,7 +113,7 @@ class VideoSwap:
         return FrameFaces(faces, self.sticky.select(fresh, faces))
 
     def render(self, frame: Frame, found: FrameFaces) -> Frame:
-        if not found.faces and set(self.pipeline.spec.processors) <= FACE_PROCESSORS:
+        if not found.faces and self.pipeline.faces_only:
             return frame  # no face: the frame passes through untouched
         ctx = copy.copy(self.ctx)  # per-frame faces, shared read-only job state
         return self.pipeline.process_frame(frame, ctx, faces=found.faces, selected=found.selected)
