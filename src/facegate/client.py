@@ -1,5 +1,5 @@
-"""A Python client of the facegate API (httpx): jobs, batches, the face library and
-webhooks, plus the receiver's signature check (:func:`verify_webhook`).
+"""A Python client of the facegate API (httpx): jobs, batches, the face library, job
+templates and webhooks, plus the receiver's signature check (:func:`verify_webhook`).
 
 Every call it makes is one of :data:`OPERATIONS`, checked against the service's OpenAPI
 document by the tests, so the client cannot drift from the API it talks to::
@@ -41,6 +41,10 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "list_faces": ("GET", "/v1/faces/library"),
     "rename_face": ("PATCH", "/v1/faces/library/{face_id}"),
     "delete_face": ("DELETE", "/v1/faces/library/{face_id}"),
+    "create_template": ("POST", "/v1/templates"),
+    "list_templates": ("GET", "/v1/templates"),
+    "get_template": ("GET", "/v1/templates/{template_id}"),
+    "delete_template": ("DELETE", "/v1/templates/{template_id}"),
     "create_webhook": ("POST", "/v1/webhooks"),
     "list_deliveries": ("GET", "/v1/webhooks/deliveries"),
 }
@@ -113,12 +117,17 @@ class FacegateClient:
 
     @staticmethod
     def _sources(
-        sources: Sequence[Media], source_face_ids: Sequence[str], options: dict[str, Any] | None
+        sources: Sequence[Media],
+        source_face_ids: Sequence[str],
+        options: dict[str, Any] | None,
+        template: str | None = None,
     ) -> tuple[list[tuple[str, tuple[str, bytes]]], dict[str, Any]]:
         files = [("source", (f"s{i}", _bytes(s))) for i, s in enumerate(sources)]
         data: dict[str, Any] = {"source_face_id": list(source_face_ids)} if source_face_ids else {}
         if options is not None:
             data["options"] = json.dumps(options)
+        if template is not None:
+            data["template"] = template
         return files, data
 
     @staticmethod
@@ -133,9 +142,10 @@ class FacegateClient:
         sources: Sequence[Media] = (),
         source_face_ids: Sequence[str] = (),
         options: dict[str, Any] | None = None,
+        template: str | None = None,
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        files, data = self._sources(sources, source_face_ids, options)
+        files, data = self._sources(sources, source_face_ids, options, template)
         files.append(("target", ("target", _bytes(target))))
         job: dict[str, Any] = self._call(
             "submit_job", files=files, data=data, headers=self._idempotency(idempotency_key)
@@ -166,9 +176,10 @@ class FacegateClient:
         sources: Sequence[Media] = (),
         source_face_ids: Sequence[str] = (),
         options: dict[str, Any] | None = None,
+        template: str | None = None,
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        files, data = self._sources(sources, source_face_ids, options)
+        files, data = self._sources(sources, source_face_ids, options, template)
         files += [("target", (f"t{i}", _bytes(t))) for i, t in enumerate(targets)]
         batch: dict[str, Any] = self._call(
             "submit_batch", files=files, data=data, headers=self._idempotency(idempotency_key)
@@ -226,6 +237,41 @@ class FacegateClient:
 
     def delete_face(self, face_id: str) -> None:
         self._call("delete_face", path={"face_id": face_id})
+
+    # job templates
+    def create_template(
+        self,
+        name: str,
+        *,
+        options: dict[str, Any],
+        faces: Sequence[str] = (),
+        mapping: dict[str, int] | None = None,
+        description: str = "",
+    ) -> dict[str, Any]:
+        """Save a template: ``faces`` are saved faces by name (the sources, in order),
+        ``mapping`` face name -> target face index. Jobs and batches then pass
+        ``template=`` its id or name instead of options and sources."""
+        body: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "options": options,
+            "faces": list(faces),
+        }
+        if mapping is not None:
+            body["mapping"] = mapping
+        template: dict[str, Any] = self._call("create_template", json=body)
+        return template
+
+    def list_templates(self) -> list[dict[str, Any]]:
+        templates: list[dict[str, Any]] = self._call("list_templates")
+        return templates
+
+    def get_template(self, template_id: str) -> dict[str, Any]:
+        template: dict[str, Any] = self._call("get_template", path={"template_id": template_id})
+        return template
+
+    def delete_template(self, template_id: str) -> None:
+        self._call("delete_template", path={"template_id": template_id})
 
     # webhooks
     def create_webhook(self, url: str, event_types: Sequence[str] | None = None) -> dict[str, Any]:

@@ -18,6 +18,8 @@ Scope = Literal[
     "editor",
     "viewer",
     "billing",
+    "templates:read",
+    "templates:write",
 ]
 ALL_SCOPES: tuple[Scope, ...] = (
     "jobs:write",
@@ -32,6 +34,8 @@ ALL_SCOPES: tuple[Scope, ...] = (
     "editor",
     "viewer",
     "billing",
+    "templates:read",
+    "templates:write",
 )
 # ``admin`` is the platform operator (every tenant, the tenants themselves, bans). Only an
 # installation's API keys carry it, or a JWT with the configured platform-admin claim.
@@ -44,18 +48,40 @@ TENANT_ADMIN: Scope = "tenant:admin"
 FACES_READ: Scope = "faces:read"
 FACES_WRITE: Scope = "faces:write"
 FACES_MANAGE: Scope = "faces:manage"
+# Job templates: read them (and use them in jobs), save and delete them.
+TEMPLATES_READ: Scope = "templates:read"
+TEMPLATES_WRITE: Scope = "templates:write"
 TENANT_SCOPES: frozenset[str] = frozenset(
-    {"jobs:write", "jobs:read", "usage:read", FACES_READ, FACES_WRITE, FACES_MANAGE}
+    {
+        "jobs:write",
+        "jobs:read",
+        "usage:read",
+        FACES_READ,
+        FACES_WRITE,
+        FACES_MANAGE,
+        TEMPLATES_READ,
+        TEMPLATES_WRITE,
+    }
 )
 # Roles inside a tenant (the studio's people), each a set of the scopes above, carried by
 # a key or a JWT's scope claim like any scope: a director manages the face library, an
 # editor runs jobs with its faces (it cannot export or delete them), a viewer sees results,
-# billing sees usage.
+# billing sees usage. Directors and editors manage job templates, viewers read them.
 Role = Literal["director", "editor", "viewer", "billing"]
 ROLE_SCOPES: dict[str, frozenset[str]] = {
-    "director": frozenset({"jobs:write", "jobs:read", FACES_READ, FACES_WRITE, FACES_MANAGE}),
-    "editor": frozenset({"jobs:write", "jobs:read", FACES_READ}),
-    "viewer": frozenset({"jobs:read"}),
+    "director": frozenset(
+        {
+            "jobs:write",
+            "jobs:read",
+            FACES_READ,
+            FACES_WRITE,
+            FACES_MANAGE,
+            TEMPLATES_READ,
+            TEMPLATES_WRITE,
+        }
+    ),
+    "editor": frozenset({"jobs:write", "jobs:read", FACES_READ, TEMPLATES_READ, TEMPLATES_WRITE}),
+    "viewer": frozenset({"jobs:read", TEMPLATES_READ}),
     "billing": frozenset({"usage:read"}),
 }
 

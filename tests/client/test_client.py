@@ -1,6 +1,7 @@
 """facegate.client against a real server (uvicorn on loopback): the calls it makes exist
 in the service's OpenAPI document, and a director's flow runs through it — save a face,
-a batch with it, its archive, a job and its result, refusals as FacegateError with the
+a batch with it, its archive, a job and its result, a job template used by a batch and a
+job, refusals as FacegateError with the
 problem document, a webhook's signature verified with the exported helper."""
 
 from __future__ import annotations
@@ -68,6 +69,25 @@ def test_a_directors_flow_through_the_client(tmp_path: Path) -> None:
             job = fg.submit_job(photo(), source_face_ids=[face["id"]], options=SWAP)
             assert fg.wait_job(job["id"], timeout=120, poll=0.1)["status"] == "succeeded"
             assert fg.job_result(job["id"])[:2] == b"\xff\xd8"  # a JPEG
+
+            template = fg.create_template(
+                "lead", options=SWAP, faces=["Lead (S1)"], mapping={"Lead (S1)": 0}
+            )
+            assert template["options"]["selector"]["mapping"] == [[0, 0]]
+            assert [t["id"] for t in fg.list_templates()] == [template["id"]]
+            assert fg.get_template(template["id"])["faces"] == ["Lead (S1)"]
+            by_template = fg.submit_batch([photo()], template="lead")
+            assert (
+                fg.wait_batch(by_template["id"], timeout=120, poll=0.1)["counts"]["succeeded"] == 1
+            )
+            job = fg.submit_job(photo(), template=template["id"])
+            assert fg.wait_job(job["id"], timeout=120, poll=0.1)["status"] == "succeeded"
+            with pytest.raises(FacegateError) as hidden:
+                rv.get_template(template["id"])
+            assert hidden.value.status == 404
+            assert rv.list_templates() == []
+            fg.delete_template(template["id"])
+            assert fg.list_templates() == []
 
             with pytest.raises(FacegateError) as refused:
                 rv.submit_job(photo(), source_face_ids=[face["id"]], options=SWAP)

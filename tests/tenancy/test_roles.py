@@ -27,7 +27,7 @@ def test_roles_expand_to_their_scopes_and_nothing_else() -> None:
     assert not editor.has("usage:read")
     assert not editor.has("tenant:admin")
     viewer = Principal("studio", frozenset({"viewer"}), "key:v")
-    assert viewer.effective_scopes == {"viewer", "jobs:read"}
+    assert viewer.effective_scopes == {"viewer", "jobs:read", "templates:read"}
     billing = Principal("studio", frozenset({"billing"}), "key:b")
     assert billing.effective_scopes == {"billing", "usage:read"}
     director = Principal("studio", frozenset({"director"}), "key:d")
@@ -101,7 +101,14 @@ async def test_each_role_may_do_what_it_is_for(make_client: Any) -> None:
 
         me = (await h.client.get("/v1/me", headers=role["editor"])).json()
         assert me["scopes"] == ["editor"]
-        assert me["permissions"] == ["editor", "faces:read", "jobs:read", "jobs:write"]
+        assert me["permissions"] == [
+            "editor",
+            "faces:read",
+            "jobs:read",
+            "jobs:write",
+            "templates:read",
+            "templates:write",
+        ]
 
         # the director deletes; the audit names its key
         assert await status("director", "DELETE", face_path) == 204

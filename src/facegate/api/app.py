@@ -44,6 +44,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.webhooks.endpoints:router",
     "facegate.library.endpoints:router",
     "facegate.batches.endpoints:router",
+    "facegate.templates.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )

@@ -31,6 +31,7 @@ from facegate.models.installed import check_spec_installed, installation_model_s
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
+from facegate.templates.service import TemplateService
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], responses=PROBLEM_RESPONSES)
@@ -65,6 +66,13 @@ def submit_batch(
     ] = None,
     options: Annotated[str | None, Form(description="JSON options, as for a job")] = None,
     consent: Annotated[str | None, Form(description="As for a job (uploaded sources)")] = None,
+    template: Annotated[
+        str | None,
+        Form(
+            max_length=200,
+            description="A job template by id or name, as for a job: its options and faces",
+        ),
+    ] = None,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
     ] = None,
@@ -76,6 +84,15 @@ def submit_batch(
     written: list[str] = []
     try:
         with session_scope(write_sessions(state)) as write:
+            used = None
+            if template is not None:
+                used = TemplateService(write).for_submission(
+                    principal,
+                    template,
+                    options=options,
+                    sources_given=bool(source) or bool(source_face_id),
+                )
+                options, source_face_id = used.options, used.face_ids or source_face_id
             policy = TenancyService(write).get_policy(principal.tenant_id)
             spec = parse_options(options)
             check_spec_allowed(spec, policy)
@@ -109,6 +126,8 @@ def submit_batch(
                     f"batch:{submitted.batch.id}",
                     {"items": submitted.batch.total},
                 )
+                if used is not None:
+                    TemplateService(write).audit_use(principal, used, f"batch:{submitted.batch.id}")
             batch_id = submitted.batch.id
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.

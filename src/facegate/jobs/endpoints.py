@@ -49,6 +49,7 @@ from facegate.models.installed import (
 )
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
+from facegate.templates.service import TemplateService
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
@@ -133,6 +134,15 @@ def submit_job(
             "consent records come with them"
         ),
     ] = None,
+    template: Annotated[
+        str | None,
+        Form(
+            max_length=200,
+            description="A job template (POST /v1/templates) by id or name: its options, and "
+            "its saved faces as the sources when it names some (then send no options, and no "
+            "source or source_face_id when it names faces). Needs templates:read",
+        ),
+    ] = None,
 ) -> JobOut:
     """Queue a swap. Everything is validated before anything is stored; ``202`` with a
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
@@ -143,6 +153,15 @@ def submit_job(
     # lock from BEGIN: the queue-cap and quota checks then see no concurrent writer).
     try:
         with session_scope(write_sessions(state)) as write:
+            used = None
+            if template is not None:
+                used = TemplateService(write).for_submission(
+                    principal,
+                    template,
+                    options=options,
+                    sources_given=bool(source) or bool(source_face_id),
+                )
+                options, source_face_id = used.options, used.face_ids or source_face_id
             policy = TenancyService(write).get_policy(principal.tenant_id)
             # Allowed (403) before installed (409): what the plan excludes is not worth
             # looking up.
@@ -168,6 +187,8 @@ def submit_job(
             submitted = JobService(write, store).submit(submission, policy)
             if submitted.created:
                 audit_submission(write, principal, submitted.job, submitted.input_hashes)
+                if used is not None:
+                    TemplateService(write).audit_use(principal, used, f"job:{submitted.job.id}")
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)

@@ -33,6 +33,11 @@ class LibraryRepository:
         stmt = self.readable_statement(tenant_id).where(LibraryFace.id.in_(list(face_ids)))
         return list(self.session.scalars(stmt))
 
+    def named(self, tenant_id: str, names: Sequence[str]) -> list[LibraryFace]:
+        """The faces called one of ``names`` (names need not be unique)."""
+        stmt = self.readable_statement(tenant_id).where(LibraryFace.name.in_(list(names)))
+        return list(self.session.scalars(stmt))
+
     def list(
         self, tenant_id: str, *, label: str | None = None, limit: int = 200
     ) -> list[LibraryFace]:

@@ -22,6 +22,7 @@ MODEL_MODULES = (
     "facegate.webhooks.tables",
     "facegate.library.tables",
     "facegate.batches.tables",
+    "facegate.templates.tables",
 )
 
 for module_name in MODEL_MODULES:
