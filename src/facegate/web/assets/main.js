@@ -3,15 +3,31 @@
 import { ApiError, api, credentials } from "./api.js";
 import { $, $$, flashMessage, showError } from "./dom.js";
 import { initAdmin, showAdmin } from "./admin.js";
+import { initBatches, showBatches } from "./batches.js";
 import { initJobs, showJobs } from "./jobs.js";
+import { initLibrary, showLibrary } from "./library.js";
 import { initSwap, showSwap } from "./swap.js";
 import { showUsage } from "./usage.js";
 
-const VIEWS = ["signin", "swap", "jobs", "usage", "admin"];
+const VIEWS = ["signin", "swap", "jobs", "batches", "library", "usage", "admin"];
+// What each view needs, among /v1/me's permissions (roles and tenant:admin expanded): a
+// viewer sees jobs and batches, billing usage only; a view one may not use is not shown.
+const NEEDS = {
+  swap: "jobs:write",
+  jobs: "jobs:read",
+  batches: "jobs:read",
+  library: "faces:read",
+  usage: "usage:read",
+  admin: "admin",
+};
 const state = { me: null };
 
-function hasScope(scope) {
-  return Boolean(state.me && (state.me.scopes.includes(scope) || state.me.scopes.includes("admin")));
+function mayView(name) {
+  return Boolean(state.me && state.me.permissions.includes(NEEDS[name]));
+}
+
+function firstView() {
+  return VIEWS.find((view) => view !== "signin" && mayView(view)) || "usage";
 }
 
 function showView(name) {
@@ -30,16 +46,20 @@ async function route() {
     $("#api-key").focus();
     return;
   }
-  const wanted = location.hash.replace(/^#\//, "") || "swap";
-  const name = VIEWS.includes(wanted) && wanted !== "signin" ? wanted : "swap";
-  if (name === "admin" && !hasScope("admin")) {
-    location.hash = "#/swap";
+  const wanted = location.hash.replace(/^#\//, "") || firstView();
+  const name = VIEWS.includes(wanted) && wanted !== "signin" ? wanted : firstView();
+  if (!mayView(name)) {
+    const fallback = firstView();
+    if (fallback !== name && mayView(fallback)) location.hash = `#/${fallback}`;
+    else flashMessage("This key may not use any part of the console.");
     return;
   }
   showView(name);
   try {
     if (name === "swap") await showSwap();
     else if (name === "jobs") await showJobs();
+    else if (name === "batches") await showBatches(state.me);
+    else if (name === "library") await showLibrary(state.me);
     else if (name === "usage") await showUsage(state.me);
     else if (name === "admin") await showAdmin();
   } catch (error) {
@@ -55,7 +75,7 @@ async function signIn(key) {
   $("#identity-text").textContent = `${me.tenant_id} · ${me.actor}`;
   $("#identity").hidden = false;
   $("#nav").hidden = false;
-  $('#nav a[data-view="admin"]').hidden = !hasScope("admin");
+  for (const link of $$("#nav a")) link.hidden = !mayView(link.dataset.view);
 }
 
 function signOut(message = "") {
@@ -81,7 +101,7 @@ function onSignInSubmit(event) {
   signIn(key)
     .then(() => {
       $("#api-key").value = "";
-      if (!location.hash) location.hash = "#/swap";
+      if (!location.hash) location.hash = `#/${firstView()}`;
       else route();
     })
     .catch((failure) => {
@@ -99,6 +119,8 @@ async function start() {
   window.addEventListener("hashchange", route);
   initSwap({ onSubmitted: () => { location.hash = "#/jobs"; } });
   initJobs();
+  initBatches();
+  initLibrary();
   initAdmin();
   const saved = credentials.get();
   if (saved) {

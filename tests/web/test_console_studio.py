@@ -1,0 +1,223 @@
+"""The studio in the console, in a real browser: a director builds the face library (save,
+rename, delete) and runs a batch with a saved face, following its progress (the page polls
+the batch) into a gallery of the results and a ZIP of them; each role sees what it may do
+— an editor submits batches but has no library controls, a viewer sees batches and
+results without any submit or delete control, billing sees usage only."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from consolehelpers import screenshot, sign_in, sign_out
+from PIL import Image
+from playwright.sync_api import expect
+from tests.testdata import FACES
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+TENANT = "studio-web"
+ROLES = ("director", "editor", "viewer", "billing")
+BATCH_TIMEOUT_MS = 180_000
+TARGETS = [
+    "man_frontal_glasses.jpg",
+    "woman_astronaut_frontal.jpg",
+    "man_frontal_beard_closeup.jpg",
+]
+
+
+def small_photo(name: str, folder: Path, width: int = 240) -> Path:
+    """A downscaled copy of a test photo in the test's own temporary folder (quick jobs)."""
+    image = Image.open(FACES / name).convert("RGB")
+    path = folder / f"small-{name}"
+    image.resize((width, round(image.height * width / image.width))).save(path, "JPEG")
+    return path
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def keys(server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A tenant with a key per role, one saved face and one finished batch (through the API)."""
+    admin = auth(server.admin_key)
+    policy = {"allowed_processors": ["face_swapper", "face_debugger"], "max_concurrent_jobs": 2}
+    created = httpx.post(
+        f"{server.url}/v1/admin/tenants",
+        headers=admin,
+        json={"id": TENANT, "policy": policy},
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    tokens = {}
+    for role in ROLES:
+        key = httpx.post(
+            f"{server.url}/v1/admin/tenants/{TENANT}/keys",
+            headers=admin,
+            json={"name": role, "scopes": [role]},
+            timeout=30,
+        )
+        assert key.status_code == 201, key.text
+        tokens[role] = key.json()["token"]
+    folder = tmp_path_factory.mktemp("studio-photos")
+    source = small_photo("woman_a_selfie_frontal_01.jpg", folder).read_bytes()
+    face = httpx.post(
+        f"{server.url}/v1/faces/library",
+        headers=auth(tokens["director"]),
+        files={"image": ("f.jpg", source)},
+        data={"name": "Casting reference"},
+        timeout=60,
+    )
+    assert face.status_code == 201, face.text
+    batch = httpx.post(
+        f"{server.url}/v1/batches",
+        headers=auth(tokens["editor"]),
+        files=[("target", ("t.jpg", small_photo(TARGETS[0], folder).read_bytes()))],
+        data={"source_face_id": face.json()["id"], "options": '{"processors": ["face_swapper"]}'},
+        timeout=60,
+    )
+    assert batch.status_code == 202, batch.text
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        state = server.get(f"/v1/batches/{batch.json()['id']}", tokens["viewer"]).json()
+        if state["status"] == "completed":
+            break
+        time.sleep(0.3)
+    assert state["counts"]["succeeded"] == 1, state
+    return tokens
+
+
+def visible_views(page: Any) -> list[str]:
+    views: list[str] = page.eval_on_selector_all(
+        "#nav a", "links => links.filter(a => !a.hidden).map(a => a.dataset.view)"
+    )
+    return views
+
+
+def test_director_builds_the_library_and_runs_a_batch(
+    server: Any, keys: dict[str, str], page: Any, tmp_path: Path
+) -> None:
+    director = keys["director"]
+    polls: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            polls.append(request.url)
+            if "/v1/batches/" in request.url and request.method == "GET"
+            else None
+        ),
+    )
+    sign_in(page, server.url, director)
+    assert visible_views(page) == ["swap", "jobs", "batches", "library"]
+
+    page.click('#nav a[data-view="library"]')
+    expect(page.locator("#face-save-card")).to_be_visible()
+    expect(page.locator("#face-list .saved-face")).to_have_count(1)  # the fixture's
+    for name, photo in (("Lead", "woman_b_frontal_dark_background.jpg"), ("Double", TARGETS[1])):
+        page.set_input_files("#face-image", str(small_photo(photo, tmp_path)))
+        page.fill("#face-name", name)
+        page.fill("#face-labels", "s01, hero")
+        page.click("#save-face")
+        expect(page.locator(f'#face-list .saved-face[data-name="{name}"]')).to_be_visible(
+            timeout=60_000
+        )
+    expect(page.locator("#face-list .saved-face")).to_have_count(3)
+    expect(page.locator('.saved-face[data-name="Lead"] .face-labels')).to_have_text("hero, s01")
+
+    page.get_by_role("button", name="Rename Double").click()
+    page.fill(".face-rename-input", "Stand-in")
+    page.click(".face-rename-save")
+    expect(page.locator('.saved-face[data-name="Stand-in"]')).to_be_visible()
+    delete = page.get_by_role("button", name="Delete Stand-in")
+    delete.click()
+    expect(delete).to_have_text("Confirm: delete Stand-in")
+    delete.click()
+    expect(page.locator('.saved-face[data-name="Stand-in"]')).to_have_count(0)
+    saved = server.get("/v1/faces/library", director).json()
+    assert sorted(face["name"] for face in saved) == ["Casting reference", "Lead"]
+    screenshot(page, "studio-library")
+
+    page.click('#nav a[data-view="batches"]')
+    expect(page.locator("#batch-form-card")).to_be_visible()
+    page.check('input[name="batch-face"][data-name="Lead"]')
+    page.set_input_files("#batch-targets", [str(small_photo(n, tmp_path)) for n in TARGETS])
+    page.click("#submit-batch")
+    detail = page.locator("#batch-detail")
+    expect(detail).to_be_visible()
+    expect(detail).to_have_attribute("data-status", "completed", timeout=BATCH_TIMEOUT_MS)
+    expect(page.locator("#batch-counts")).to_contain_text("3 of 3 done · 3 succeeded")
+    assert page.eval_on_selector("#batch-progress", "bar => bar.value") == 1
+    gallery = page.locator("#batch-gallery img.result-media")
+    expect(gallery).to_have_count(3)
+    for index in range(3):  # decoded images, not broken links
+        expect(gallery.nth(index)).to_have_js_property("complete", True)
+        assert gallery.nth(index).evaluate("img => img.naturalWidth") > 0
+    batch_id = polls[-1].split("/v1/batches/")[1].split("/")[0]
+    assert sum(url.endswith(f"/v1/batches/{batch_id}") for url in polls) >= 2  # it polled
+    screenshot(page, "studio-batch")
+
+    with page.expect_download() as download_info:
+        page.click("#download-batch")
+    archive = Path(download_info.value.path()).read_bytes()
+    api_archive = httpx.get(
+        f"{server.url}/v1/batches/{batch_id}/archive", headers=auth(director), timeout=60
+    )
+    with (
+        zipfile.ZipFile(io.BytesIO(archive)) as got,
+        zipfile.ZipFile(io.BytesIO(api_archive.content)) as expected,
+    ):
+        assert len(got.namelist()) == 3
+        assert got.namelist() == expected.namelist()
+    batch = server.get(f"/v1/batches/{batch_id}", director).json()
+    assert batch["counts"]["succeeded"] == 3
+
+
+def test_each_role_sees_only_what_it_may_do(server: Any, keys: dict[str, str], page: Any) -> None:
+    # An editor: batches with saved faces, the library to read, no library controls.
+    sign_in(page, server.url, keys["editor"])
+    assert visible_views(page) == ["swap", "jobs", "batches", "library"]
+    page.click('#nav a[data-view="library"]')
+    expect(page.locator('#face-list .saved-face[data-name="Casting reference"]')).to_be_visible()
+    expect(page.locator("#face-save-card")).to_be_hidden()
+    expect(page.locator(".face-delete")).to_have_count(0)
+    expect(page.locator(".face-rename")).to_have_count(0)
+    page.click('#nav a[data-view="batches"]')
+    expect(page.locator("#batch-form-card")).to_be_visible()
+    expect(page.locator('input[name="batch-face"][data-name="Casting reference"]')).to_be_visible()
+    sign_out(page)
+
+    # A viewer: jobs and batches with their results; no submit, no delete, no library.
+    sign_in(page, server.url, keys["viewer"])
+    assert visible_views(page) == ["jobs", "batches"]
+    expect(page.locator("#view-jobs")).to_be_visible()
+    page.click('#nav a[data-view="batches"]')
+    expect(page.locator("#batch-form-card")).to_be_hidden()
+    expect(page.locator("#submit-batch")).to_be_hidden()
+    page.locator("#batch-list .batch button").last.click()
+    expect(page.locator("#batch-detail")).to_have_attribute("data-status", "completed")
+    expect(page.locator("#batch-gallery img.result-media")).to_have_count(1)
+    expect(page.locator("#download-batch")).to_be_enabled()
+    expect(page.locator(".face-delete")).to_have_count(0)
+    screenshot(page, "studio-viewer")
+    for forbidden in ("library", "swap", "usage"):
+        page.goto(f"{server.url}/#/{forbidden}")
+        expect(page.locator("#view-jobs")).to_be_visible()
+        expect(page.locator(f"#view-{forbidden}")).to_be_hidden()
+    sign_out(page)
+
+    # Billing: usage only.
+    sign_in(page, server.url, keys["billing"])
+    assert visible_views(page) == ["usage"]
+    expect(page.locator("#view-usage")).to_be_visible()
+    expect(page.locator("#usage-card svg")).to_be_visible()
+    expect(page.locator("#usage-card .error-text")).to_have_count(0)
+    for forbidden in ("batches", "jobs", "library"):
+        page.goto(f"{server.url}/#/{forbidden}")
+        expect(page.locator("#view-usage")).to_be_visible()
+        expect(page.locator(f"#view-{forbidden}")).to_be_hidden()
+    screenshot(page, "studio-billing")
