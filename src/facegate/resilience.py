@@ -13,7 +13,6 @@ the current state is the gauge ``facegate_circuit_breaker_state`` (0 closed, 1 h
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable
@@ -184,29 +183,6 @@ class CircuitBreaker:
             raise
         self.record_success()
         return result
-
-
-class BreakerRegistry:
-    """One breaker per dependency name, created on first use with one shared config."""
-
-    def __init__(self, config: BreakerConfig | None = None) -> None:
-        self.config = config or BreakerConfig()
-        self._breakers: dict[str, CircuitBreaker] = {}
-        self._lock = threading.Lock()
-
-    def get(self, name: str) -> CircuitBreaker:
-        with self._lock:
-            breaker = self._breakers.get(name)
-            if breaker is None:
-                breaker = self._breakers[name] = CircuitBreaker(name, self.config)
-            return breaker
-
-
-@functools.cache
-def default_breakers() -> BreakerRegistry:
-    """This process's breakers. A dependency's health is a fact about the process's view of
-    it, so one registry per process (like its metrics) is the natural scope."""
-    return BreakerRegistry()
 
 
 def guard_engine(engine: Engine, breaker: CircuitBreaker) -> None:

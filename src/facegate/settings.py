@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     # Only these tenants' jobs are claimed here, comma-separated (the specification's
     # TENANT_ID maps onto it): a tenant's own pod, physically isolated. Unset: every tenant.
     worker_tenants: str | None = None
+    # A `facegate worker` process (its flags win): jobs run at once (default: workers, else
+    # 2), the drain on SIGTERM, the heartbeat period, whether its jobs hold an accelerator
+    # (default: when onnxruntime offers CUDA) and a "module:factory" JobRunner.
+    worker_concurrency: int | None = Field(default=None, ge=1, le=256)
+    worker_grace_seconds: float = Field(default=30.0, ge=0, le=3600)
+    worker_heartbeat_seconds: float = Field(default=5.0, ge=0.1, le=600)
+    worker_device: bool | None = None
+    worker_runner: str | None = None
     # A running job's lease: renewed every third of it; a job whose worker vanished (crash,
     # SIGKILL) is requeued once it expires.
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
@@ -62,6 +70,8 @@ class Settings(BaseSettings):
     tls_key: Path | None = None
     demo: bool = False
     log_level: str = "info"
+    # mediapipe's native log lines on stderr are filtered out unless this is set.
+    native_logs: bool = False
 
     # Observability (facegate.observability; docs/observability.md)
     log_format: Literal["json", "console"] = "json"

@@ -50,7 +50,7 @@ async def test_a_long_queue_does_not_starve_another_tenant(make_client: Any) -> 
         # two of them and B would wait behind all 50 of A's.
         pool = WorkerPool(
             h.state.engine,
-            tenant_store_for(h.state.settings.storage_url),
+            tenant_store_for(h.state.settings),
             WorkerConfig(workers=3, lease_seconds=30, poll_seconds=0.05),
             marker=marker_for(h.state.settings.provenance_path, create=True),
         )

@@ -118,7 +118,7 @@ async def test_a_saved_face_is_used_by_jobs_and_deleted_with_all_it_derived(
         assert submitted.status_code == 202, submitted.text
         job = await wait_terminal(h.client, editor, submitted.json()["id"])
         assert job["status"] == "succeeded", job
-        store = tenant_store_for(h.state.settings.storage_url)
+        store = tenant_store_for(h.state.settings)
         used = store.get("studio", "inputs", uuid.UUID(job["id"]), "source-0")
         prepared = store.get("studio", "faces", uuid.UUID(face["id"]), "face")
         assert used == prepared
@@ -216,7 +216,7 @@ async def test_the_retention_purge_leaves_the_library_alone(make_client: Any) ->
         h.create_tenant("studio", **DEBUG_TENANT_POLICY, retention_days=1)
         director = h.headers("studio", DIRECTOR)
         assert (await save(h, director, photo(), "Kept")).status_code == 201
-        store = tenant_store_for(h.state.settings.storage_url)
+        store = tenant_store_for(h.state.settings)
         with session_scope(h.state.session_factory) as session:
             purged = store.purge_expired(session, utcnow() + timedelta(days=30), {"studio": 1})
         assert purged == 0

@@ -14,7 +14,6 @@ from facegate.api.errors import as_problem
 from facegate.database import create_engine_from_url
 from facegate.resilience import (
     BreakerConfig,
-    BreakerRegistry,
     CircuitBreaker,
     CircuitOpen,
     guard_engine,
@@ -112,13 +111,6 @@ def test_non_failure_exceptions_do_not_count() -> None:
     with pytest.raises(KeyError):
         breaker.call(not_found, failure=(ConnectionError,))
     assert breaker.state == "closed"
-
-
-def test_registry_shares_one_breaker_per_dependency() -> None:
-    registry = BreakerRegistry(BreakerConfig(2, 1.0))
-    assert registry.get("redis") is registry.get("redis")
-    assert registry.get("redis") is not registry.get("s3")
-    assert registry.get("s3").config.failure_threshold == 2
 
 
 def test_guard_fails_fast_on_a_dead_database() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import s3fixtures
 
+from facegate.resilience import BreakerConfig
 from facegate.storage.base import InvalidKey, ObjectNotFound, ObjectStore
 from facegate.storage.factory import store_from_url
 from facegate.storage.local import LocalStore
@@ -120,7 +121,7 @@ def test_delete_prunes_empty_folders(tmp_path: Path) -> None:
 
 
 def test_store_from_url(tmp_path: Path) -> None:
-    local = store_from_url(f"file://{tmp_path}/s")
+    local = store_from_url(f"file://{tmp_path}/s", BreakerConfig())
     assert isinstance(local, LocalStore)
     assert local.root == (tmp_path / "s").resolve()
-    assert isinstance(store_from_url("memory://"), MemoryStore)
+    assert isinstance(store_from_url("memory://", BreakerConfig()), MemoryStore)

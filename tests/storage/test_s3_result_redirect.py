@@ -26,7 +26,7 @@ async def test_result_redirects_to_a_presigned_url(
         headers_b = h.headers("other")
         job_id = uuid.uuid4()
         with session_scope(h.state.session_factory) as session:
-            tenant_store_for(storage_url).put(
+            tenant_store_for(h.state.settings).put(
                 session,
                 tenant_id="acme",
                 kind="outputs",

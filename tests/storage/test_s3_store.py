@@ -11,13 +11,17 @@ import httpx
 import pytest
 import s3fixtures
 from storagefactories import S3Factory, create_database, create_tenant
+from tests.conftest import make_settings
 
 from facegate.api.errors import as_problem
 from facegate.database import session_scope
-from facegate.resilience import CircuitOpen
+from facegate.jobs.runtime import tenant_store_for
+from facegate.models.installed import installation_model_store
+from facegate.resilience import BreakerConfig, CircuitOpen
 from facegate.storage.base import InvalidKey, ObjectNotFound, StorageError
 from facegate.storage.factory import store_from_url
 from facegate.storage.memory import MemoryStore
+from facegate.storage.remote_models import ObjectStorageModels
 from facegate.storage.s3 import MIB, S3Options, S3Store, S3Unavailable
 from facegate.storage.tenant import TenantStore, build_key
 
@@ -132,9 +136,37 @@ def test_dead_endpoint_opens_the_breaker(make_s3_store: S3Factory) -> None:
     assert opened.value.dependency == "s3"
 
 
+def test_the_s3_breaker_follows_the_breaker_settings(tmp_path: Path, s3_credentials: None) -> None:
+    """The store the service builds from Settings opens its breaker after
+    FACEGATE_BREAKER_FAILURE_THRESHOLD failures and refuses for FACEGATE_BREAKER_RESET_SECONDS
+    (not the defaults 5 and 10), for the tenant store and the model store alike."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = make_settings(
+        tmp_path,
+        storage_url=f"s3://dead?endpoint_url=http://127.0.0.1:{port}&timeout_seconds=1",
+        models_in_storage=True,
+        breaker_failure_threshold=2,
+        breaker_reset_seconds=120,
+    )
+    store = tenant_store_for(settings).store
+    assert isinstance(store, S3Store)
+    assert store.breaker.config == BreakerConfig(2, 120.0)
+    for _ in range(2):
+        with pytest.raises(S3Unavailable):
+            store.get("tenants/a/inputs/j/target")
+    with pytest.raises(CircuitOpen) as refused:
+        store.get("tenants/a/inputs/j/target")
+    assert 110 <= refused.value.extra["retry_after"] <= 120
+    remote = installation_model_store(settings).remote
+    assert isinstance(remote, ObjectStorageModels)
+    assert remote.objects is store  # one store, one breaker
+
+
 def test_storage_url_options(moto_endpoint: str, s3_credentials: None) -> None:
     url = f"s3://media?endpoint_url={moto_endpoint}&region=eu-west-1&tenant_bucket=media-{{tenant}}"
-    store = store_from_url(url)
+    store = store_from_url(url, BreakerConfig())
     assert isinstance(store, S3Store)
     assert store.options == S3Options(
         bucket="media",
@@ -147,4 +179,4 @@ def test_storage_url_options(moto_endpoint: str, s3_credentials: None) -> None:
     assert location == "eu-west-1"
     for bad in ("s3://", "s3://UPPER", "s3://b?colour=red", "s3://b?tenant_bucket=x_{tenant}"):
         with pytest.raises(StorageError):
-            store_from_url(bad)
+            store_from_url(bad, BreakerConfig())

@@ -24,7 +24,7 @@ def check_database(state: AppState) -> None:
 
 def check_storage(state: AppState) -> None:
     # exists() is one stat (local) or one HEAD (S3): the backend answers, nothing is written.
-    tenant_store_for(state.settings.storage_url).store.exists(PROBE_KEY)
+    tenant_store_for(state.settings).store.exists(PROBE_KEY)
 
 
 def check_redis(state: AppState) -> None:

@@ -80,7 +80,7 @@ def submit_batch(
     """Queue one job per target, all or none (the tenant's queue cap counts every item);
     ``202``, or ``200`` with the earlier batch for a repeated Idempotency-Key."""
     state = get_state(request)
-    store = tenant_store_for(state.settings.storage_url)
+    store = tenant_store_for(state.settings)
     written: list[str] = []
     try:
         with session_scope(write_sessions(state)) as write:
@@ -182,7 +182,7 @@ async def list_batches(
 @router.get("/{batch_id}")
 async def get_batch(batch_id: uuid.UUID, request: Request, principal: ReadPrincipal) -> BatchOut:
     """Progress across the items and each item's status, error or result."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
 
     def read(session: Session) -> BatchOut:
         service = BatchService(session, store)
@@ -198,7 +198,7 @@ def cancel_batch(
 ) -> BatchOut:
     """Cancel every item not yet ended: queued ones at once, running ones between stages."""
     state = get_state(request)
-    store = tenant_store_for(state.settings.storage_url)
+    store = tenant_store_for(state.settings)
     session.commit()  # authentication may have written; the write transaction follows
     with session_scope(write_sessions(state)) as write:
         service = BatchService(write, store)
@@ -216,7 +216,7 @@ def download_archive(
 ) -> Response:
     """The results of the items that succeeded so far, as one ZIP streamed as it is
     written (``<position>-<job id>.<ext>``); 409 while none has."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     service = BatchService(session, store)
     batch = service.get(principal.tenant_id, batch_id)
     entries = []

@@ -70,11 +70,19 @@ def main() -> None:
     # Frame-sized buffers reuse heap memory instead of faulting in fresh pages per frame
     # (facegate.allocator): set once, at the process's entry, for every command.
     tune_allocator()
-    # mediapipe's absl/TFLite lines on fd 2, filtered for the whole process (cli.nativelog).
-    install_noise_filter()
     # Translated here, at the process's entry, so every command's options and Settings see
     # them; a contradiction with an explicit FACEGATE_* value stops with a clear message.
     try:
         os.environ.update(apply_spec_env())
     except SpecEnvError as exc:
         raise click.UsageError(str(exc)) from None
+    # optional: pydantic-settings costs 0.3 s, which `facegate --help` does not pay
+    from facegate.settings import get_settings
+
+    try:
+        native_logs = get_settings().native_logs
+    except ValueError:  # pydantic's ValidationError: the command that needs them says
+        native_logs = False
+    if not native_logs:
+        # mediapipe's absl/TFLite lines on fd 2, filtered for the whole process.
+        install_noise_filter()

@@ -25,7 +25,6 @@ from facegate.settings import Settings, get_settings
 def database_option(function: click.decorators.FC) -> click.decorators.FC:
     return click.option(
         "--database-url",
-        envvar="FACEGATE_DATABASE_URL",
         default=None,
         help="Database URL (default: FACEGATE_DATABASE_URL or sqlite:///./var/facegate.db).",
     )(function)

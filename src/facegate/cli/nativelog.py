@@ -12,7 +12,8 @@ tracebacks and warnings, uvicorn's and click's output all pass, and a partial li
 cannot be the start of a filtered one (a progress bar's ``\\r`` updates) passes at once.
 
 At exit the pipe is drained (a marker sent through it comes back), so a traceback printed on
-the way out is not lost. ``FACEGATE_NATIVE_LOGS=1`` leaves stderr alone (to see everything).
+the way out is not lost. ``FACEGATE_NATIVE_LOGS=1`` (``Settings.native_logs``) leaves stderr
+alone (to see everything).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import re
 import sys
 import threading
 
-ENV_KEEP = "FACEGATE_NATIVE_LOGS"
 NOISE = re.compile(
     rb"^(?:[IW]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w.-]+:\d+\] .*"
     rb"|INFO: Created TensorFlow Lite XNNPACK delegate for CPU\."
@@ -46,7 +46,7 @@ def install_noise_filter() -> None:
     """Route fd 2 through the filter (once per process; only where fd 2 is the process's
     own stderr, not under pytest's or CliRunner's capture)."""
     global _state
-    if _state is not None or os.environ.get(ENV_KEEP) == "1":
+    if _state is not None:
         return
     stderr = sys.__stderr__
     if stderr is None or sys.stderr is not stderr:

@@ -20,53 +20,48 @@ def _device_available() -> bool:
 @click.command()
 @click.option(
     "--tenants",
-    envvar="FACEGATE_WORKER_TENANTS",
     default=None,
-    help="Serve only these tenants, comma-separated (physical isolation). Default: every "
-    "tenant whose isolation is logical.",
+    help="Serve only these tenants, comma-separated (physical isolation; "
+    "FACEGATE_WORKER_TENANTS). Default: every tenant whose isolation is logical.",
 )
 @click.option(
     "--concurrency",
-    envvar="FACEGATE_WORKER_CONCURRENCY",
     type=click.IntRange(1, 256),
     default=None,
-    help="Jobs run at once by this process (default FACEGATE_WORKERS, else 2).",
+    help="Jobs run at once by this process (FACEGATE_WORKER_CONCURRENCY; default "
+    "FACEGATE_WORKERS, else 2).",
 )
 @click.option(
     "--grace",
     "grace_seconds",
-    envvar="FACEGATE_WORKER_GRACE_SECONDS",
     type=click.FloatRange(0, 3600),
-    default=30.0,
-    show_default=True,
-    help="On SIGTERM, seconds the jobs in hand get to finish before they are handed back.",
+    default=None,
+    help="On SIGTERM, seconds the jobs in hand get to finish before they are handed back "
+    "(FACEGATE_WORKER_GRACE_SECONDS, default 30).",
 )
 @click.option(
     "--heartbeat",
     "heartbeat_seconds",
-    envvar="FACEGATE_WORKER_HEARTBEAT_SECONDS",
     type=click.FloatRange(0.1, 600),
-    default=5.0,
-    show_default=True,
-    help="Seconds between heartbeats in the workers table.",
+    default=None,
+    help="Seconds between heartbeats in the workers table (FACEGATE_WORKER_HEARTBEAT_SECONDS, "
+    "default 5).",
 )
 @click.option(
     "--device/--no-device",
     "uses_device",
-    envvar="FACEGATE_WORKER_DEVICE",
     default=None,
-    help="Whether jobs here hold an accelerator (counts against device_limit). "
-    "Default: when onnxruntime offers CUDA.",
+    help="Whether jobs here hold an accelerator (counts against device_limit; "
+    "FACEGATE_WORKER_DEVICE). Default: when onnxruntime offers CUDA.",
 )
 @click.option(
     "--runner",
-    envvar="FACEGATE_WORKER_RUNNER",
     default=None,
-    help="module:factory of a JobRunner (called with the TenantStore); default the engine.",
+    help="module:factory of a JobRunner (called with the TenantStore; FACEGATE_WORKER_RUNNER); "
+    "default the engine.",
 )
 @click.option(
     "--port",
-    envvar="FACEGATE_PORT",
     type=click.IntRange(0, 65535),
     default=None,
     help="Serve /healthz, /readyz and /metrics here (FACEGATE_PORT); none when unset.",
@@ -74,23 +69,34 @@ def _device_available() -> bool:
 def worker(
     tenants: str | None,
     concurrency: int | None,
-    grace_seconds: float,
-    heartbeat_seconds: float,
+    grace_seconds: float | None,
+    heartbeat_seconds: float | None,
     uses_device: bool | None,
     runner: str | None,
     port: int | None,
 ) -> None:
     """Claim and run jobs from the shared database until SIGTERM (then drain)."""
     private_files()
-    settings = get_settings()
+    settings = get_settings(
+        worker_tenants=tenants,
+        worker_concurrency=concurrency,
+        worker_grace_seconds=grace_seconds,
+        worker_heartbeat_seconds=heartbeat_seconds,
+        worker_device=uses_device,
+        worker_runner=runner,
+    )
+    device = settings.worker_device
     options = WorkerOptions(
-        served=ServedTenants.parse(tenants or settings.worker_tenants, logical_only=True),
-        concurrency=concurrency or settings.workers or 2,
-        grace_seconds=grace_seconds,
-        heartbeat_seconds=heartbeat_seconds,
-        uses_device=_device_available() if uses_device is None else uses_device,
-        runner=runner,
-        probe_port=port,
+        served=ServedTenants.parse(settings.worker_tenants, logical_only=True),
+        concurrency=settings.worker_concurrency or settings.workers or 2,
+        grace_seconds=settings.worker_grace_seconds,
+        heartbeat_seconds=settings.worker_heartbeat_seconds,
+        uses_device=_device_available() if device is None else device,
+        runner=settings.worker_runner,
+        # Probes only where a port was given (flag or FACEGATE_PORT), not on the default.
+        probe_port=port
+        if port is not None or "port" not in settings.model_fields_set
+        else settings.port,
     )
     try:
         run_worker(settings, options)

@@ -147,7 +147,7 @@ def submit_job(
     """Queue a swap. Everything is validated before anything is stored; ``202`` with a
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
     state = get_state(request)
-    store = tenant_store_for(state.settings.storage_url)
+    store = tenant_store_for(state.settings)
     written: list[str] = []
     # One transaction from the policy read to the job's insert (on SQLite it holds the write
     # lock from BEGIN: the queue-cap and quota checks then see no concurrent writer).
@@ -270,7 +270,7 @@ def cancel_job(
     # write transaction below asks for SQLite's write lock.
     session.commit()
     with session_scope(write_sessions(state)) as write:
-        job = JobService(write, tenant_store_for(state.settings.storage_url)).cancel(
+        job = JobService(write, tenant_store_for(state.settings)).cancel(
             principal.tenant_id, job_id
         )
         return JobOut.of(job)
@@ -282,7 +282,7 @@ def get_result(
 ) -> Response:
     """The output bytes of a succeeded job, with its content type; on S3 storage a 307
     redirect to a short-lived presigned URL of the object instead."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     job = JobService(session, store).get(principal.tenant_id, job_id)
     if job.error_type == ContentPolicyViolation.code:
         # Refused by content moderation: say so in that problem's own terms.
@@ -335,7 +335,7 @@ def get_capabilities(
     shared, and its own private models), and its limits."""
     policy = TenancyService(session).get_policy(principal.tenant_id)
     settings = get_state(request).settings
-    store = tenant_store_for(settings.storage_url)
+    store = tenant_store_for(settings)
     models = installation_model_store(settings)
     tenant = principal.tenant_id
     processors = [

@@ -8,15 +8,22 @@ from functools import lru_cache
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from facegate.resilience import BreakerConfig
+from facegate.settings import Settings
 from facegate.state import AppState
 from facegate.storage.factory import shared_object_store
 from facegate.storage.tenant import TenantStore
 
 
+def tenant_store_for(settings: Settings) -> TenantStore:
+    """The TenantStore of ``settings``: one per storage URL per process (a ``memory://``
+    store is then shared), its S3 breaker configured by ``FACEGATE_BREAKER_*``."""
+    return _tenant_store(settings.storage_url, BreakerConfig.from_settings(settings))
+
+
 @lru_cache(maxsize=16)
-def tenant_store_for(storage_url: str) -> TenantStore:
-    """One TenantStore per storage URL per process (a ``memory://`` store is then shared)."""
-    return TenantStore(shared_object_store(storage_url))
+def _tenant_store(storage_url: str, breaker: BreakerConfig) -> TenantStore:
+    return TenantStore(shared_object_store(storage_url, breaker))
 
 
 def write_sessions(state: AppState) -> sessionmaker[Session]:

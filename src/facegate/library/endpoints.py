@@ -52,7 +52,7 @@ def save_face(
     """Save a source face: the face is found and described once, here; jobs then name it
     (``source_face_id``) instead of uploading it."""
     state = get_state(request)
-    store = tenant_store_for(state.settings.storage_url)
+    store = tenant_store_for(state.settings)
     policy = TenancyService(session).get_policy(principal.tenant_id)
     # End the request's transaction (authentication may have written) before the seconds
     # of analysis: the write transaction below begins only once they are over.
@@ -99,7 +99,7 @@ async def list_faces(
 def get_face(
     face_id: uuid.UUID, request: Request, session: SessionDep, principal: Reader
 ) -> FaceOut:
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     return FaceOut.model_validate(LibraryService(session, store).get(principal.tenant_id, face_id))
 
 
@@ -108,7 +108,7 @@ def update_face(
     face_id: uuid.UUID, body: FaceUpdate, request: Request, session: SessionDep, principal: Writer
 ) -> FaceOut:
     """Rename it and/or replace its labels (audited)."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     face = LibraryService(session, store).update(principal, face_id, body.name, body.labels)
     return FaceOut.model_validate(face)
 
@@ -119,7 +119,7 @@ def delete_face(
 ) -> Response:
     """Delete it: the stored image, the prepared source and the embedding (audited). Jobs
     that used it keep their own copy of the source until the tenant's retention."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     LibraryService(session, store).delete(principal, face_id)
     return Response(status_code=204)
 
@@ -133,6 +133,6 @@ def export_face(
     face_id: uuid.UUID, request: Request, session: SessionDep, principal: Manager
 ) -> Response:
     """The image as it was saved (audited: exporting a face is a director's act)."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     face, data = LibraryService(session, store).export(principal, face_id)
     return Response(data, media_type=face.image_content_type)

@@ -13,6 +13,7 @@ from facegate.engine.networks.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
 from facegate.engine.networks.swap_models import SWAPPERS
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import Conflict, InvalidInput
+from facegate.resilience import BreakerConfig
 from facegate.settings import Settings
 from facegate.storage.factory import shared_object_store
 from facegate.storage.remote_models import ObjectStorageModels
@@ -34,13 +35,15 @@ def installation_model_store(settings: Settings) -> ModelStore:
     checks and listings): the models folder, or with ``FACEGATE_MODELS_IN_STORAGE`` (the
     cluster shape) the shared object storage, the folder then only caching its files."""
     return _model_store(
-        settings.models_dir, settings.storage_url if settings.models_in_storage else None
+        settings.models_dir,
+        settings.storage_url if settings.models_in_storage else None,
+        BreakerConfig.from_settings(settings),
     )
 
 
 @lru_cache(maxsize=8)
-def _model_store(models_dir: Path, storage_url: str | None) -> ModelStore:
-    remote = ObjectStorageModels(shared_object_store(storage_url)) if storage_url else None
+def _model_store(models_dir: Path, storage_url: str | None, breaker: BreakerConfig) -> ModelStore:
+    remote = ObjectStorageModels(shared_object_store(storage_url, breaker)) if storage_url else None
     return ModelStore(Path(models_dir), remote=remote)
 
 

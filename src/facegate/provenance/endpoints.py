@@ -105,7 +105,7 @@ def get_manifest(
     principal: Annotated[Principal, scoped("jobs:read")],
 ) -> Response:
     """The C2PA sidecar of a result whose format cannot embed one (WebM)."""
-    store = tenant_store_for(get_state(request).settings.storage_url)
+    store = tenant_store_for(get_state(request).settings)
     job = JobService(session, store).get(principal.tenant_id, job_id)
     if SIDECAR_NAME not in (job.outputs or []):
         raise NotFound("this job has no manifest sidecar (its result embeds the manifest)")

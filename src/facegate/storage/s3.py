@@ -32,7 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from facegate.errors import Unavailable
-from facegate.resilience import CircuitBreaker, default_breakers
+from facegate.resilience import BreakerConfig, CircuitBreaker
 from facegate.storage.base import CHUNK_SIZE, ObjectNotFound, StorageError, check_key, check_prefix
 
 T = TypeVar("T")
@@ -124,8 +124,8 @@ class S3Store:
         self,
         options: S3Options,
         *,
+        breaker: CircuitBreaker,
         client: Any | None = None,
-        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.options = options
         self.client = client or boto3.session.Session().client(
@@ -140,7 +140,7 @@ class S3Store:
                 retries={"max_attempts": 2, "mode": "standard"},
             ),
         )
-        self.breaker = breaker or default_breakers().get("s3")
+        self.breaker = breaker
         self.transfer = TransferConfig(
             multipart_threshold=options.multipart_threshold,
             multipart_chunksize=options.multipart_chunksize,
@@ -150,8 +150,10 @@ class S3Store:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str) -> S3Store:
-        return cls(S3Options.from_url(url))
+    def from_url(cls, url: str, breaker: BreakerConfig) -> S3Store:
+        """The store a ``s3://`` URL names, behind an ``s3`` breaker with ``breaker``'s
+        threshold and cool-down (``FACEGATE_BREAKER_*``)."""
+        return cls(S3Options.from_url(url), breaker=CircuitBreaker("s3", breaker))
 
     # -- plumbing --------------------------------------------------------------------
 

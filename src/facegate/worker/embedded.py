@@ -46,7 +46,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     marker = marker_for(settings.provenance_path, create=True)
     pool = WorkerPool(
         state.engine,
-        tenant_store_for(settings.storage_url),
+        tenant_store_for(settings),
         config,
         claimer=served_claimer(state.engine, settings.worker_tenants),
         marker=marker,

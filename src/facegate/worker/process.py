@@ -154,7 +154,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     engine = create_engine_from_url(
         settings.database_url, pool_size=options.concurrency + 4, pool_pre_ping=False
     )
-    tenant_store = tenant_store_for(settings.storage_url)
+    tenant_store = tenant_store_for(settings)
     use_installation_models(settings)
     config = WorkerConfig(
         workers=options.concurrency,
