@@ -1,12 +1,16 @@
 """Queue benchmark on PostgreSQL: claim throughput and fairness of the cluster claim.
 
 1. Claims per second, 4 worker processes on no-op jobs (claim, then mark succeeded), with
-   the fair claim (``PostgresClaimer``, caps on: per-tenant advisory lock, recount, SKIP
-   LOCKED) and with a plain FIFO ``FOR UPDATE SKIP LOCKED`` claim (caps off) as the
-   baseline. The FIFO claim and the finish run as prepared statements on plain autocommit
-   psycopg connections, the way ``PostgresClaimer`` runs its claim.
-2. Fairness: a quiet tenant's queue wait (created -> claimed) on an idle system, then while a
-   noisy tenant has 10,000 jobs queued — with the fair claim and with plain FIFO.
+   the fair claim (``PostgresClaimer``, caps on: per-tenant advisory locks, recount, SKIP
+   LOCKED) taking up to BATCH jobs per round trip and finishing them in one statement, the
+   same claim one job at a time, and a plain FIFO ``FOR UPDATE SKIP LOCKED`` claim (caps
+   off) as the baseline. The FIFO claim and the finish run as prepared statements on plain
+   autocommit psycopg connections, the way ``PostgresClaimer`` runs its claim.
+2. The peers on the same server in the same run (benchmarks/queue_peers.py): PgQueuer at
+   batch_size BATCH and at its default 10, and Procrastinate, with as many worker processes;
+   facegate's batched fair claim as a ratio to each.
+3. Fairness: a quiet tenant's queue wait (created -> claimed) on an idle system, then while a
+   noisy tenant has 10,000 jobs queued — with the batched fair claim and with plain FIFO.
 
 Run: ``.venv/bin/python benchmarks/queue_bench.py`` (FACEGATE_BENCH_POSTGRES_URL, default
 postgresql://postgres@127.0.0.1:5432/test; a private schema is made and dropped).
@@ -32,12 +36,18 @@ from facegate.queue.claim import Claim
 from facegate.queue.notify import QueueListener
 from facegate.queue.postgres import PostgresClaimer
 from facegate.tenancy.tables import Policy, Tenant
+from queue_peers import pgqueuer_rate, procrastinate_rate
 
 BASE_URL = os.environ.get(
     "FACEGATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 WORKERS = 4
 THROUGHPUT_JOBS = 8000  # ~8 s per run: worker start-up skew stays a small share
+PROCRASTINATE_JOBS = 3000  # one fetch and one finish per job: the slowest by far
+BATCH = 100  # jobs per claim round trip (PgQueuer's batch_size in the comparison)
+# The throughput tenants' caps (8 x 64 = 512 concurrent) are checked on every claim but
+# leave room for 4 workers' batches; the fairness runs' caps are the binding ones.
+THROUGHPUT_TENANTS, THROUGHPUT_CAP = 8, 64
 NOISY_JOBS = 10_000
 JOB_SECONDS = 0.005  # fairness runs: each job "works" 5 ms
 QUIET_SAMPLES = 120  # the median of a few-ms wait needs many samples to be stable (60 swung ±25 %)
@@ -53,7 +63,7 @@ RETURNING id, tenant_id, attempts
 _FINISH = """
 UPDATE jobs SET status = 'succeeded', finished_at = %(now)s, lease_owner = NULL,
     lease_expires_at = NULL
-WHERE id = %(id)s AND lease_owner = %(owner)s AND status = 'running'
+WHERE id = ANY(%(ids)s) AND lease_owner = %(owner)s AND status = 'running'
 """
 
 
@@ -73,15 +83,15 @@ class FifoClaimer:
     def __init__(self, url: str) -> None:
         self.connection = connect(url)
 
-    def claim(self, worker_id: str, *, lease_seconds: float) -> Claim | None:
+    def claim_many(self, worker_id: str, *, limit: int, lease_seconds: float) -> list[Claim]:
         now = utcnow()
         expires = now + timedelta(seconds=lease_seconds)
         params = {"owner": worker_id, "expires": expires, "now": now}
         found = self.connection.execute(_FIFO, params, prepare=True).fetchone()
         if found is None:
-            return None
+            return []
         job_id, tenant_id, attempts = found
-        return Claim(job_id, tenant_id, attempts, worker_id, expires)
+        return [Claim(job_id, tenant_id, attempts, worker_id, expires)]
 
 
 def make_schema() -> tuple[str, str]:
@@ -142,8 +152,11 @@ def add_jobs(engine: Engine, tenant_id: str, count: int) -> None:
             conn.execute(insert(Job), rows[start : start + 2000])
 
 
-def worker_loop(url: str, kind: str, number: int, job_seconds: float, stop: Any) -> None:
-    """One worker process: claim, (sleep), finish; wait on NOTIFY when nothing is claimable."""
+def worker_loop(
+    url: str, kind: str, batch: int, number: int, job_seconds: float, stop: Any
+) -> None:
+    """One worker process: claim up to ``batch`` jobs, (sleep for each), finish them in one
+    statement; wait on NOTIFY when nothing is claimable."""
     # As in ``facegate worker``: no pre-ping round trip (a dropped connection fails one
     # claim, SQLAlchemy invalidates the pool, the loop goes on).
     engine = create_engine_from_url(url, pool_size=2, pool_pre_ping=False)
@@ -154,24 +167,24 @@ def worker_loop(url: str, kind: str, number: int, job_seconds: float, stop: Any)
     listener.start()
     owner = f"bench-{number}"
     while not stop.is_set():
-        claim = claimer.claim(owner, lease_seconds=60)
-        if claim is None:
+        claims = claimer.claim_many(owner, limit=batch, lease_seconds=60)
+        if not claims:
             wake.wait(0.05)  # NOTIFY wakes us; the short timeout covers freed cap slots
             wake.clear()
             continue
         if job_seconds:
-            time.sleep(job_seconds)
-        params = {"now": utcnow(), "id": claim.job_id, "owner": owner}
+            time.sleep(job_seconds * len(claims))
+        params = {"now": utcnow(), "ids": [c.job_id for c in claims], "owner": owner}
         finisher.execute(_FINISH, params, prepare=True)
     listener.stop()
     finisher.close()
     engine.dispose()
 
 
-def start_workers(url: str, kind: str, job_seconds: float) -> tuple[list[Any], Any]:
+def start_workers(url: str, kind: str, batch: int, job_seconds: float) -> tuple[list[Any], Any]:
     stop = mp.Event()
     procs = [
-        mp.Process(target=worker_loop, args=(url, kind, n, job_seconds, stop))
+        mp.Process(target=worker_loop, args=(url, kind, batch, n, job_seconds, stop))
         for n in range(WORKERS)
     ]
     for proc in procs:
@@ -200,13 +213,13 @@ def queued(engine: Engine) -> int:
         )
 
 
-def throughput(engine: Engine, url: str, kind: str) -> float:
-    tenants = {f"t{i}": 4 for i in range(8)}
+def throughput(engine: Engine, url: str, kind: str, batch: int = 1) -> float:
+    tenants = {f"t{i}": THROUGHPUT_CAP for i in range(THROUGHPUT_TENANTS)}
     reset(engine, tenants)
     for tenant in tenants:
         add_jobs(engine, tenant, THROUGHPUT_JOBS // len(tenants))
     settle(engine)
-    procs, stop = start_workers(url, kind, 0.0)
+    procs, stop = start_workers(url, kind, batch, 0.0)
     time.sleep(0.2)
     # measured from the first claim to the last finish, from the jobs' own timestamps
     while queued(engine):
@@ -263,13 +276,15 @@ def quiet_waits(engine: Engine, samples: int, timeout: float = 120.0) -> list[fl
     return waits
 
 
-def fairness(engine: Engine, url: str, kind: str, noisy: int, samples: int) -> float:
+def fairness(
+    engine: Engine, url: str, kind: str, noisy: int, samples: int, batch: int = 1
+) -> float:
     # Noisy may hold 3 of the 4 workers; the quiet tenant's job finds the fourth.
     reset(engine, {"noisy": WORKERS - 1, "quiet": 2})
     if noisy:
         add_jobs(engine, "noisy", noisy)
     settle(engine)
-    procs, stop = start_workers(url, kind, JOB_SECONDS)
+    procs, stop = start_workers(url, kind, batch, JOB_SECONDS)
     time.sleep(1.0)  # workers up and busy with the noisy queue
     waits = quiet_waits(engine, samples)
     stop_workers(procs, stop)
@@ -280,18 +295,33 @@ def main() -> int:
     schema, url = make_schema()
     engine = create_engine_from_url(url)
     try:
-        fair = throughput(engine, url, "fair")
+        fair = throughput(engine, url, "fair", BATCH)
+        single = throughput(engine, url, "fair", 1)
         fifo = throughput(engine, url, "fifo")
+        pgq = pgqueuer_rate(BASE_URL, THROUGHPUT_JOBS, WORKERS, BATCH)
+        pgq_default = pgqueuer_rate(BASE_URL, THROUGHPUT_JOBS, WORKERS, 10)
+        procrastinate = procrastinate_rate(BASE_URL, PROCRASTINATE_JOBS, WORKERS)
+        caps = f"{THROUGHPUT_TENANTS} tenants x cap {THROUGHPUT_CAP}"
         print(f"claims/s, {WORKERS} worker processes, no-op jobs, PostgreSQL")
-        print(f"  fair claim, caps on : {fair:8.0f} /s")
-        print(f"  plain FIFO, caps off: {fifo:8.0f} /s   (fair/FIFO = {fair / fifo:.2f})")
-        idle = fairness(engine, url, "fair", 0, QUIET_SAMPLES)
-        busy = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES)
+        print(f"  facegate fair claim, batch {BATCH} ({caps}): {fair:8.0f} /s")
+        print(f"  facegate fair claim, one at a time      : {single:8.0f} /s")
+        print(f"  plain FIFO, caps off, one at a time     : {fifo:8.0f} /s")
+        print(f"  pgqueuer, batch_size {BATCH}               : {pgq:8.0f} /s")
+        print(f"  pgqueuer, batch_size 10 (its default)   : {pgq_default:8.0f} /s")
+        print(f"  procrastinate                           : {procrastinate:8.0f} /s")
+        print(f"  facegate batch / pgqueuer {BATCH}  = {fair / pgq:.2f}")
+        print(f"  facegate batch / pgqueuer 10   = {fair / pgq_default:.2f}")
+        print(f"  facegate batch / procrastinate = {fair / procrastinate:.2f}")
+        print(f"  facegate batch / one at a time = {fair / single:.2f}")
+        idle = fairness(engine, url, "fair", 0, QUIET_SAMPLES, BATCH)
+        busy = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES, BATCH)
         fifo_busy = fairness(engine, url, "fifo", NOISY_JOBS, 1)
         print(f"quiet tenant's queue wait (median), noisy tenant with {NOISY_JOBS} queued")
-        print(f"  idle system       : {idle:8.1f} ms")
-        print(f"  fair claim, noisy : {busy:8.1f} ms   ({busy / idle:.2f}x idle; target <= 1.2x)")
-        print(f"  plain FIFO, noisy : {fifo_busy:8.1f} ms   ({fifo_busy / idle:.0f}x idle)")
+        print(f"  idle system, fair claim, batch {BATCH}: {idle:8.1f} ms")
+        ratio = f"{busy / idle:.2f}x idle; target <= 1.2x"
+        print(f"  noisy, fair claim, batch {BATCH}      : {busy:8.1f} ms   ({ratio})")
+        fifo_ratio = f"{fifo_busy / idle:.0f}x idle"
+        print(f"  noisy, plain FIFO               : {fifo_busy:8.1f} ms   ({fifo_ratio})")
     finally:
         engine.dispose()
         drop_schema(schema)

@@ -76,9 +76,12 @@ def seconds_ago(seconds: float) -> datetime:
     return utcnow() - timedelta(seconds=seconds)
 
 
-def claim_concurrently(claimer: JobClaimer, *, threads: int, rounds: int) -> list[Claim]:
-    """``threads`` workers released together, each trying ``rounds`` claims: every claim
-    that succeeded (to check caps and that no job was handed out twice)."""
+def claim_concurrently(
+    claimer: JobClaimer, *, threads: int, rounds: int, batch: int = 1
+) -> list[Claim]:
+    """``threads`` workers released together, each trying ``rounds`` claims of up to
+    ``batch`` jobs: every claim that succeeded (to check caps and that no job was handed out
+    twice)."""
     claims: list[Claim] = []
     lock = threading.Lock()
     barrier = threading.Barrier(threads)
@@ -86,10 +89,9 @@ def claim_concurrently(claimer: JobClaimer, *, threads: int, rounds: int) -> lis
     def worker(number: int) -> None:
         barrier.wait()
         for _ in range(rounds):
-            claim = claimer.claim(f"w{number}", lease_seconds=30)
-            if claim is not None:
-                with lock:
-                    claims.append(claim)
+            got = claimer.claim_many(f"w{number}", limit=batch, lease_seconds=30)
+            with lock:
+                claims.extend(got)
 
     pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
     for thread in pool:

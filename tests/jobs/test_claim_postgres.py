@@ -68,6 +68,38 @@ def test_parallel_claims_never_overshoot_caps(pg_engine: Engine) -> None:
     assert len({c.job_id for c in claims}) == len(claims)
 
 
+def test_parallel_batch_claims_never_overshoot_caps(pg_engine: Engine) -> None:
+    caps = {"a": 1, "b": 3, "c": 7, "d": 12}
+    with session_scope(sessions_for(pg_engine)) as session:
+        for tenant, cap in caps.items():
+            create_tenant(session, tenant, max_concurrent_jobs=cap)
+            for _ in range(30):
+                create_job(session, tenant)
+    claimer = PostgresClaimer(pg_engine)
+    claims = claim_concurrently(claimer, threads=8, rounds=4, batch=5)
+    assert Counter(c.tenant_id for c in claims) == caps
+    assert len({c.job_id for c in claims}) == len(claims)
+    with session_scope(sessions_for(pg_engine)) as session:
+        running = session.scalars(select(Job.tenant_id).where(Job.status == "running")).all()
+    assert Counter(running) == caps
+
+
+def test_a_batch_waits_for_a_busy_tenant_instead_of_coming_back_empty(pg_engine: Engine) -> None:
+    with session_scope(sessions_for(pg_engine)) as session:
+        create_tenant(session, "only", max_concurrent_jobs=5)
+        for _ in range(3):
+            create_job(session, "only")
+    claimer = PostgresClaimer(pg_engine)
+    with pg_engine.begin() as holder:  # another worker admitting "only", for too long
+        holder.execute(
+            text("SELECT pg_advisory_xact_lock(:ns, hashtext('only'))"),
+            {"ns": TENANT_LOCK_NAMESPACE},
+        )
+        assert claimer.claim_many("w", limit=3, lease_seconds=30) == []  # gave up waiting
+    claimed = claimer.claim_many("w", limit=3, lease_seconds=30)
+    assert [c.tenant_id for c in claimed] == ["only"] * 3
+
+
 def test_device_limit_caps_device_workers_only(pg_engine: Engine) -> None:
     with session_scope(sessions_for(pg_engine)) as session:
         create_tenant(session, "a", max_concurrent_jobs=3, device_limit=1)

@@ -1,59 +1,36 @@
-"""Fair claim: which queued job a free worker takes next.
+"""Fair claim: which queued jobs a free worker takes next (the rule: facegate.queue.fairness).
 
-Among queued jobs whose tenant is below its concurrency cap (and its device limit when the
-worker runs on an accelerator), take the job of the tenant with the fewest running jobs,
-then the highest priority, then the oldest. The decision and the update happen in one
-serialised transaction so N workers (threads or processes) can never over-admit a tenant:
-SQLite takes its write lock up front (``BEGIN IMMEDIATE``); PostgreSQL takes one
-transaction-scoped advisory lock. A cluster variant with ``FOR UPDATE SKIP LOCKED`` can
-implement the same ``JobClaimer`` protocol.
+The decision and the update happen in one serialised transaction so N workers (threads or
+processes) can never over-admit a tenant: SQLite takes its write lock up front
+(``BEGIN IMMEDIATE``); PostgreSQL takes one transaction-scoped advisory lock. The cluster
+claim (facegate.queue.postgres) implements the same ``JobClaimer`` protocol with
+per-tenant locks instead.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy import Connection, Engine, func, select, text, update
+from sqlalchemy.sql.elements import ColumnElement
 
 from facegate.database import utcnow
 from facegate.jobs.tables import Job
+from facegate.queue.fairness import (
+    FALLBACK_LIMITS,
+    QUEUE_ORDER,
+    QueuedJob,
+    TenantLimits,
+    TenantLoad,
+    plan_claims,
+)
 from facegate.tenancy.tables import Policy, Tenant
 
 # Arbitrary constant naming the claim lock among PostgreSQL advisory locks.
 CLAIM_LOCK_KEY = 0x66676A62  # "fgjb"
-
-
-@dataclass(frozen=True)
-class TenantLimits:
-    """The caps the claim enforces for one tenant."""
-
-    max_concurrent_jobs: int
-    device_limit: int
-
-    def cap(self, uses_device: bool) -> int:
-        return (
-            min(self.max_concurrent_jobs, self.device_limit)
-            if uses_device
-            else (self.max_concurrent_jobs)
-        )
-
-
-#: Caps of a tenant that has no policy row (should not happen; be conservative).
-FALLBACK_LIMITS = TenantLimits(max_concurrent_jobs=1, device_limit=1)
-
-
-@dataclass(frozen=True)
-class QueueHead:
-    """The best queued job of one tenant (highest priority, then oldest)."""
-
-    job_id: uuid.UUID
-    tenant_id: str
-    priority: int
-    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -68,50 +45,53 @@ class Claim:
 
 
 class JobClaimer(Protocol):
-    """Hands the next job to a worker, or None when nothing may run now."""
+    """Hands the next jobs to a worker: up to ``limit`` in fair order, in one round trip."""
+
+    def claim_many(
+        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+    ) -> list[Claim]: ...
 
     def claim(
         self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
     ) -> Claim | None: ...
 
 
-def choose_job(
-    heads: Iterable[QueueHead],
-    running: Mapping[str, int],
-    limits: Mapping[str, TenantLimits | None],
-    *,
-    uses_device: bool = False,
-) -> QueueHead | None:
-    """The fair choice among the tenants' queue heads (pure; the rule in one place).
+class ClaimOne:
+    """``claim`` as a batch of one (mixed into every claimer)."""
 
-    ``limits`` maps a tenant to its caps, or to None when the tenant may not run jobs now
-    (suspended); a tenant missing from it gets the conservative fallback.
-    """
-    eligible: list[QueueHead] = []
-    for head in heads:
-        tenant_limits = limits.get(head.tenant_id, FALLBACK_LIMITS)
-        if tenant_limits is None:
-            continue
-        if running.get(head.tenant_id, 0) < tenant_limits.cap(uses_device):
-            eligible.append(head)
-    if not eligible:
-        return None
-    return min(
-        eligible,
-        key=lambda h: (running.get(h.tenant_id, 0), -h.priority, h.created_at, str(h.job_id)),
-    )
+    def claim_many(
+        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+    ) -> list[Claim]:
+        raise NotImplementedError
+
+    def claim(
+        self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
+    ) -> Claim | None:
+        claims = self.claim_many(
+            worker_id, limit=1, lease_seconds=lease_seconds, uses_device=uses_device
+        )
+        return claims[0] if claims else None
 
 
-class LockingClaimer:
+def queue_order() -> list[ColumnElement[object]]:
+    """:data:`facegate.queue.fairness.QUEUE_ORDER` on the jobs table."""
+    columns = {"id": Job.id, "priority": Job.priority, "created_at": Job.created_at}
+    return [
+        columns[term.field].desc() if term.descending else columns[term.field].asc()
+        for term in QUEUE_ORDER
+    ]
+
+
+class LockingClaimer(ClaimOne):
     """JobClaimer for SQLite and PostgreSQL: one serialised transaction per claim."""
 
     def __init__(self, engine: Engine, tenants: frozenset[str] | None = None) -> None:
         self.engine = engine
         self.tenants = tenants  # only these tenants' jobs (a tenant-bound server); None: all
 
-    def claim(
-        self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
-    ) -> Claim | None:
+    def claim_many(
+        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+    ) -> list[Claim]:
         with self.engine.connect() as conn:
             conn.execution_options(sqlite_begin="IMMEDIATE")
             with conn.begin():
@@ -119,24 +99,29 @@ class LockingClaimer:
                     conn.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": CLAIM_LOCK_KEY}
                     )
-                return self._claim_locked(conn, worker_id, lease_seconds, uses_device)
+                return self._claim_locked(conn, worker_id, limit, lease_seconds, uses_device)
 
     def _claim_locked(
-        self, conn: Connection, worker_id: str, lease_seconds: float, uses_device: bool
-    ) -> Claim | None:
-        heads = _queue_heads(conn, self.tenants)
-        if not heads:
-            return None
-        running = _running_counts(conn)
-        limits = _tenant_limits(conn, {h.tenant_id for h in heads})
-        chosen = choose_job(heads, running, limits, uses_device=uses_device)
-        if chosen is None:
-            return None
+        self, conn: Connection, worker_id: str, limit: int, lease_seconds: float, uses_device: bool
+    ) -> list[Claim]:
+        queued = _queued_jobs(conn, self.tenants, limit)
+        if not queued:
+            return []
+        tenant_ids = {job.tenant_id for job in queued}
+        chosen = plan_claims(
+            queued,
+            _tenant_loads(conn, tenant_ids),
+            _tenant_limits(conn, tenant_ids),
+            limit=limit,
+            uses_device=uses_device,
+        )
+        if not chosen:
+            return []
         now = utcnow()
         expires = now + timedelta(seconds=lease_seconds)
-        result = conn.execute(
+        rows = conn.execute(
             update(Job)
-            .where(Job.id == chosen.job_id, Job.status == "queued")
+            .where(Job.id.in_([c.id for c in chosen]), Job.status == "queued")
             .values(
                 status="running",
                 attempts=Job.attempts + 1,
@@ -146,43 +131,42 @@ class LockingClaimer:
                 started_at=now,
                 progress=0.0,
                 stage="claimed",
+                holds_device=uses_device,
             )
-            .returning(Job.attempts)
+            .returning(Job.id, Job.attempts)
         )
-        attempt = result.scalar_one_or_none()
-        if attempt is None:  # cannot happen under the lock; stay safe anyway
-            return None
-        return Claim(chosen.job_id, chosen.tenant_id, int(attempt), worker_id, expires)
+        attempts = {row[0]: int(row[1]) for row in rows}
+        return [
+            Claim(c.id, c.tenant_id, attempts[c.id], worker_id, expires)
+            for c in chosen
+            if c.id in attempts  # all of them: nothing else claims under the lock
+        ]
 
 
-def _queue_heads(conn: Connection, tenants: frozenset[str] | None) -> list[QueueHead]:
-    rank = (
-        func.row_number()
-        .over(
-            partition_by=Job.tenant_id,
-            order_by=(Job.priority.desc(), Job.created_at.asc(), Job.id.asc()),
-        )
-        .label("rank")
-    )
-    queued = select(Job.id, Job.tenant_id, Job.priority, Job.created_at, rank).where(
-        Job.status == "queued"
-    )
+def _queued_jobs(conn: Connection, tenants: frozenset[str] | None, limit: int) -> list[QueuedJob]:
+    """The first ``limit`` queued jobs of each tenant, in its queue order."""
+    position = func.row_number().over(partition_by=Job.tenant_id, order_by=queue_order())
+    queued = select(
+        Job.id, Job.tenant_id, Job.priority, Job.created_at, position.label("position")
+    ).where(Job.status == "queued")
     if tenants is not None:
         queued = queued.where(Job.tenant_id.in_(sorted(tenants)))
     ranked = queued.subquery()
     rows = conn.execute(
         select(ranked.c.id, ranked.c.tenant_id, ranked.c.priority, ranked.c.created_at).where(
-            ranked.c.rank == 1
+            ranked.c.position <= limit
         )
     )
-    return [QueueHead(row[0], row[1], row[2], row[3]) for row in rows]
+    return [QueuedJob(row[0], row[1], row[2], row[3]) for row in rows]
 
 
-def _running_counts(conn: Connection) -> dict[str, int]:
+def _tenant_loads(conn: Connection, tenant_ids: set[str]) -> dict[str, TenantLoad]:
     rows = conn.execute(
-        select(Job.tenant_id, func.count()).where(Job.status == "running").group_by(Job.tenant_id)
+        select(Job.tenant_id, func.count(), func.count().filter(Job.holds_device))
+        .where(Job.status == "running", Job.tenant_id.in_(sorted(tenant_ids)))
+        .group_by(Job.tenant_id)
     )
-    return {row[0]: int(row[1]) for row in rows}
+    return {row[0]: TenantLoad(int(row[1]), int(row[2])) for row in rows}
 
 
 def _tenant_limits(conn: Connection, tenant_ids: set[str]) -> dict[str, TenantLimits | None]:
