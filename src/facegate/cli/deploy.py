@@ -7,14 +7,13 @@ from typing import Any
 
 import click
 import yaml
-from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from facegate.database import create_engine_from_url, create_session_factory
 from facegate.deploy.overlay import stored_inputs, upsert_tenant_entry, write_overlay
 from facegate.deploy.policy import DeployPolicy, DeployPolicyError
 from facegate.settings import get_settings
-from facegate.tenancy.tables import Tenant
+from facegate.tenancy.repository import TenancyRepository
 
 
 def _stored_policy(tenant_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -23,7 +22,7 @@ def _stored_policy(tenant_id: str) -> tuple[str, dict[str, Any]] | None:
     engine = create_engine_from_url(get_settings().database_url)
     try:
         with create_session_factory(engine)() as session:
-            tenant = session.scalars(select(Tenant).where(Tenant.id == tenant_id)).first()
+            tenant = TenancyRepository(session).get_tenant(tenant_id)
             if tenant is None:
                 return None
             return tenant.isolation, tenant.policy.as_dict() if tenant.policy else {}

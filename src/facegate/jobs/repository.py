@@ -2,9 +2,9 @@
 
 ``JobRepository.readable_statement(tenant_id)`` is the only place a tenant-facing query of
 ``Job`` starts; every method derives from it, so a job of another tenant is simply absent
-(and answers 404 exactly like a missing id). ``tests/jobs/test_scope_lint.py`` fails when
+(and answers 404 exactly like a missing id). ``tests/test_scope_lint.py`` fails when
 code elsewhere queries ``Job`` directly. The scheduler's cross-tenant statements (claim,
-leases) live in ``claim.py`` and ``leases.py`` and never serve a request.
+leases) live in ``queue/claim.py`` and ``queue/leases.py`` and never serve a request.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import uuid
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from facegate.provenance.tables import ProvenanceMark
@@ -20,10 +20,16 @@ class MarkRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
+    @staticmethod
+    def readable_statement(tenant_id: str) -> Select[ProvenanceMark]:
+        """The tenant's marks; tracing a file (``by_serial``, ``by_reference``) looks a mark
+        up by what the file carries, whoever's it is."""
+        return select(ProvenanceMark).where(ProvenanceMark.tenant_id == tenant_id)
+
     def issue(self, tenant_id: str, job_id: uuid.UUID) -> ProvenanceMark:
         """The job's mark, created on its first run (a retry keeps the same one)."""
         existing = self.session.scalars(
-            select(ProvenanceMark).where(ProvenanceMark.job_id == job_id)
+            self.readable_statement(tenant_id).where(ProvenanceMark.job_id == job_id)
         ).first()
         if existing is not None:
             return existing

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, get_args
 
-from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
@@ -30,6 +29,7 @@ from facegate.storage.base import (
     data_size,
     file_chunks,
 )
+from facegate.storage.repository import StoredObjectRepository
 from facegate.storage.tables import StoredObject
 
 # ``faces``: a tenant's face library (facegate.library), keyed by the face's id in place of
@@ -88,10 +88,7 @@ class TenantStore:
         self.store = store
 
     def usage_bytes(self, session: Session, tenant_id: str) -> int:
-        stmt = select(func.coalesce(func.sum(StoredObject.size_bytes), 0)).where(
-            StoredObject.tenant_id == tenant_id
-        )
-        return int(session.execute(stmt).scalar_one())
+        return StoredObjectRepository(session).usage_bytes(tenant_id)
 
     def check_quota(
         self, session: Session, tenant_id: str, incoming_bytes: int, quota_bytes: int | None
@@ -127,7 +124,8 @@ class TenantStore:
         the ledger is not searched for an entry to replace (were it there after all, the
         insert would fail at flush, not overwrite)."""
         key = build_key(tenant_id, kind, job_id, name)
-        existing = None if new else session.get(StoredObject, key)
+        ledger = StoredObjectRepository(session)
+        existing = None if new else ledger.by_key(tenant_id, key)
         replaced = existing.size_bytes if existing is not None else 0
         self.check_quota(session, tenant_id, data_size(data) - replaced, quota_bytes)
         if isinstance(data, bytes):
@@ -135,7 +133,7 @@ class TenantStore:
         else:
             size = self.store.put_stream(key, file_chunks(data))
         if existing is None:
-            session.add(
+            ledger.add(
                 StoredObject(
                     key=key,
                     tenant_id=tenant_id,
@@ -184,10 +182,10 @@ class TenantStore:
         self, session: Session, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str
     ) -> ObjectRef | None:
         """The ledger entry of one artifact of this tenant, or None."""
-        row = session.get(StoredObject, build_key(tenant_id, kind, job_id, name))
-        if row is None or row.tenant_id != tenant_id:
-            return None
-        return _ref(row)
+        row = StoredObjectRepository(session).by_key(
+            tenant_id, build_key(tenant_id, kind, job_id, name)
+        )
+        return None if row is None else _ref(row)
 
     def delete_keys(self, keys: list[str]) -> None:
         """Remove objects from the store (used to undo the writes of a refused submission)."""
@@ -196,14 +194,12 @@ class TenantStore:
 
     def delete_job(self, session: Session, tenant_id: str, job_id: uuid.UUID) -> int:
         """Delete every artifact of one job of this tenant; returns how many."""
-        rows = session.scalars(
-            select(StoredObject).where(
-                StoredObject.tenant_id == tenant_id, StoredObject.job_id == job_id
-            )
-        ).all()
+        ledger = StoredObjectRepository(session)
+        rows = ledger.of_job(tenant_id, job_id)
         for row in rows:
             self.store.delete(row.key)
-            session.delete(row)
+        if rows:
+            ledger.delete_rows(tenant_id, [row.key for row in rows])
         session.flush()
         return len(rows)
 
@@ -215,25 +211,17 @@ class TenantStore:
 
         Tenants missing from ``retention_days`` keep their artifacts (no policy, no purge).
         """
+        ledger = StoredObjectRepository(session)
         purged = 0
         for tenant_id, days in retention_days.items():
-            cutoff = now - timedelta(days=days)
-            rows = session.scalars(
-                select(StoredObject).where(
-                    StoredObject.tenant_id == tenant_id,
-                    StoredObject.created_at < cutoff,
-                    StoredObject.kind.in_(RETAINED_KINDS),
-                )
-            ).all()
+            rows = ledger.older_than(tenant_id, now - timedelta(days=days), RETAINED_KINDS)
             for row in rows:
                 try:
                     self.store.delete(row.key)
                 except ObjectNotFound:
                     pass
             if rows:
-                session.execute(
-                    delete(StoredObject).where(StoredObject.key.in_([r.key for r in rows]))
-                )
+                ledger.delete_rows(tenant_id, [r.key for r in rows])
             purged += len(rows)
         session.flush()
         return purged

@@ -38,6 +38,19 @@ class TenancyRepository:
         self.session.delete(tenant)
         self.session.flush()
 
+    # policies (tenant-owned)
+    @staticmethod
+    def policy_of(tenant_id: str) -> Select[Policy]:
+        return select(Policy).where(Policy.tenant_id == tenant_id)
+
+    def get_policy(self, tenant_id: str) -> Policy | None:
+        return self.session.scalars(self.policy_of(tenant_id)).first()
+
+    def retention_days(self) -> dict[str, int]:
+        """Every tenant's retention in days (the purge runs across tenants)."""
+        rows = self.session.execute(select(Policy.tenant_id, Policy.retention_days))
+        return {tenant_id: days for tenant_id, days in rows}
+
     # keys (tenant-owned)
     @staticmethod
     def keys_of(tenant_id: str) -> Select[ApiKey]:

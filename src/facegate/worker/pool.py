@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,6 +34,7 @@ from facegate.queue import leases
 from facegate.queue.claim import Claim, JobClaimer, LockingClaimer
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
+from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption, record_job_usage
 from facegate.worker.observe import audit_moderation, observe_finished
@@ -217,7 +218,7 @@ class WorkerPool:
 
     def purge(self) -> int:
         with session_scope(self.sessions) as session:
-            retention = dict(session.execute(select(Policy.tenant_id, Policy.retention_days)).all())
+            retention = TenancyRepository(session).retention_days()
             purged = self.tenant_store.purge_expired(session, utcnow(), retention)
         if purged:
             log.info("storage.purged", objects=purged)
@@ -229,7 +230,7 @@ class WorkerPool:
         bound = log.bind(tenant_id=claim.tenant_id, job_id=str(claim.job_id), attempt=claim.attempt)
         with session_scope(self.sessions) as session:
             job = leases.load_claimed(session, claim.job_id, claim.lease_owner)
-            policy = session.get(Policy, claim.tenant_id)
+            policy = TenancyRepository(session).get_policy(claim.tenant_id)
             cancel_requested = bool(job and job.cancel_requested)
             mark = self.marker.issue(session, job) if job is not None else None
         if job is None or policy is None or mark is None:
