@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +25,7 @@ from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry, default_registry
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
+from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
@@ -85,8 +86,12 @@ class Pipeline:
         *,
         analyser: FaceAnalyser | None = None,
         registry: ProcessorRegistry | None = None,
+        source_cache: SourceFaceCache | None = None,
     ) -> None:
         self.spec = spec
+        # Sources named by a key (``source_keys``) are analysed once per key: a batch's
+        # items share their source. The cache must serve this pipeline's analyser only.
+        self.source_cache = source_cache
         registry = registry or default_registry()
         stray = set(spec.processor_options) - set(spec.processors)
         if stray:
@@ -107,14 +112,18 @@ class Pipeline:
     def selector(self) -> SelectorSpec:
         return self.spec.selector
 
-    def analyse_sources(self, sources: Sequence[Frame]) -> list[Face]:
+    def analyse_sources(
+        self, sources: Sequence[Frame], keys: Sequence[Hashable] | None = None
+    ) -> list[Face]:
         """Faces of every source image, image by image, each image's faces in selector order.
+        ``keys`` name the images for the source cache (one per image), when there is one.
 
         The list index is the "source face index" that mappings refer to.
         """
         faces: list[Face] = []
         for index, frame in enumerate(sources):
-            found = sort_faces(self.analyser.analyse(frame), self.spec.selector.order)
+            key = keys[index] if keys is not None else None
+            found = sort_faces(self._analyse_source(frame, key), self.spec.selector.order)
             if not found and self.needs_source:
                 raise NoFaceDetected(f"source image {index + 1} has no face")
             for face in found:
@@ -122,10 +131,16 @@ class Pipeline:
             faces.extend(found)
         return faces
 
+    def _analyse_source(self, frame: Frame, key: Hashable | None) -> list[Face]:
+        if key is None or self.source_cache is None:
+            return self.analyser.analyse(frame)
+        return self.source_cache.faces(key, lambda: self.analyser.analyse(frame))
+
     def prepare(
         self,
         sources: Sequence[Frame],
         *,
+        source_keys: Sequence[Hashable] | None = None,
         reference: Frame | None = None,
         cancel: threading.Event | None = None,
         on_stage: Callable[[str, float], None] | None = None,
@@ -146,7 +161,11 @@ class Pipeline:
             model_request=model_request or ModelRequest(),
         )
         ctx.check_cancelled()
-        ctx.source_faces = prepare_sources(self.analyse_sources(sources), self.spec.selector)
+        if source_keys is not None and len(source_keys) != len(sources):
+            raise ValueError("source_keys must name each source image")
+        ctx.source_faces = prepare_sources(
+            self.analyse_sources(sources, source_keys), self.spec.selector
+        )
         reference_faces: list[Face] = []
         if reference is not None:
             reference_faces = sort_faces(self.analyser.analyse(reference), self.spec.selector.order)
@@ -196,6 +215,7 @@ class Pipeline:
         sources: Sequence[Frame],
         target: Frame,
         *,
+        source_keys: Sequence[Hashable] | None = None,
         reference: Frame | None = None,
         cancel: threading.Event | None = None,
         on_progress: ProgressCallback | None = None,
@@ -208,7 +228,13 @@ class Pipeline:
         the faces found in the target (``target_faces``) and those processed (``processed``)."""
         report = on_progress or (lambda fraction, stage: None)
         report(0.0, "analyse")
-        ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
+        ctx = self.prepare(
+            sources,
+            source_keys=source_keys,
+            reference=reference,
+            cancel=cancel,
+            model_request=model_request,
+        )
         if models_used is not None:  # processors resolved their models in prepare()
             models_used.update(ctx.models_used)
             ctx.models_used = models_used
@@ -229,6 +255,7 @@ class Pipeline:
         src: Path,
         dst: Path,
         *,
+        source_keys: Sequence[Hashable] | None = None,
         reference: Frame | None = None,
         options: VideoOptions | None = None,
         limits: VideoLimits | None = None,
@@ -242,7 +269,13 @@ class Pipeline:
         ``finish_frame(frame, index)`` runs on every output frame in order, last before the
         encoder (the service's watermark)."""
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
-        ctx = self.prepare(sources, reference=reference, cancel=cancel, model_request=model_request)
+        ctx = self.prepare(
+            sources,
+            source_keys=source_keys,
+            reference=reference,
+            cancel=cancel,
+            model_request=model_request,
+        )
         work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))
         try:
             stages = dataclasses.replace(work.stages(), finish=finish_frame)

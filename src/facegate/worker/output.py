@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -106,6 +107,12 @@ def disclose(frame: Frame, policy: Policy) -> Frame:
         return frame
     label = DisclosureLabel.model_validate(policy.disclosure_label)
     return draw_label(frame, label.text, label.corner)
+
+
+def source_key(tenant_id: str, data: bytes) -> tuple[str, str]:
+    """A source image's key in the runner's source cache: its tenant and the sha256 of its
+    bytes (the items of a batch share it)."""
+    return tenant_id, hashlib.sha256(data).hexdigest()
 
 
 def source_items(sources: list[LoadedImage]) -> list[tuple[str, Frame]]:

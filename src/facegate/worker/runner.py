@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.watermark import embed_watermark
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.tables import Job
@@ -19,7 +20,7 @@ from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
-from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items
+from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.video_runner import run_video_job
 
 if TYPE_CHECKING:
@@ -40,8 +41,14 @@ class EngineRunner:
     """JobRunner on the real engine: decode, Pipeline(spec).run_image, encode (video jobs:
     ``jobs.video_runner``)."""
 
-    def __init__(self, tenant_store: TenantStore) -> None:
+    def __init__(
+        self, tenant_store: TenantStore, source_cache: SourceFaceCache | None = None
+    ) -> None:
         self.tenant_store = tenant_store
+        # Shared by the jobs this runner runs: a batch's items (one source, many targets)
+        # analyse their source once. Keys hold the tenant: no tenant learns from the
+        # timing whether another one used the same image.
+        self.source_cache = source_cache or SourceFaceCache()
 
     def run(
         self,
@@ -52,13 +59,16 @@ class EngineRunner:
         mark: JobMark,
     ) -> JobOutput:
         if job.kind == "video":
-            return run_video_job(self.tenant_store, job, policy, cancel, on_progress, mark)
+            return run_video_job(
+                self.tenant_store, job, policy, cancel, on_progress, mark, self.source_cache
+            )
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
         check_spec_allowed(spec, policy)  # the policy may have changed since submission
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
         on_progress(0.0, "load")
         sources: list[LoadedImage] = []
+        source_keys: list[tuple[str, str]] = []
         target: LoadedImage | None = None
         input_pixels = input_bytes = 0
         for name in job.inputs:
@@ -70,16 +80,18 @@ class EngineRunner:
                 target = loaded
             elif name.startswith("source-"):
                 sources.append(loaded)
+                source_keys.append(source_key(job.tenant_id, data))
         if target is None:
             raise RuntimeError(f"job {job.id} has no target input")
         check_output_resolution(spec, policy, target.width, target.height)
         moderation = JobModeration(job.tenant_id, policy.moderation)
         moderation.check_inputs([*source_items(sources), ("target image", target.frame)])
-        pipeline = Pipeline(spec)
+        pipeline = Pipeline(spec, source_cache=self.source_cache)
         models_used: dict[str, str] = {}
         frame = pipeline.run_image(
             [s.frame for s in sources],
             target.frame,
+            source_keys=source_keys,
             cancel=cancel,
             on_progress=on_progress,
             model_request=model_request_for(job.tenant_id, str(job.id), policy),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoProgress
 from facegate.engine.watermark import VideoWatermark
@@ -28,7 +29,7 @@ from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
-from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items
+from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
@@ -90,14 +91,17 @@ def run_video_job(
     cancel: threading.Event,
     on_progress: ProgressFn,
     mark: JobMark,
+    source_cache: SourceFaceCache | None = None,
 ) -> JobOutput:
-    """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput)."""
+    """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput; the
+    sources analysed through the runner's ``source_cache``)."""
     started = time.perf_counter()
     spec = PipelineSpec.model_validate(job.spec)
     check_spec_allowed(spec, policy)  # the policy may have changed since submission
     on_progress(0.0, "load")
     image_limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
     sources: list[LoadedImage] = []
+    source_keys: list[tuple[str, str]] = []
     input_bytes = 0
     folder = Path(tempfile.mkdtemp(prefix="facegate-video-"))
     try:
@@ -106,6 +110,7 @@ def run_video_job(
             if name.startswith("source-"):
                 data = store.get(job.tenant_id, "inputs", job.id, name)
                 sources.append(load_image(data, image_limits))
+                source_keys.append(source_key(job.tenant_id, data))
                 input_bytes += len(data)
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
@@ -115,10 +120,11 @@ def run_video_job(
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
-        result = Pipeline(spec).run_video(
+        result = Pipeline(spec, source_cache=source_cache).run_video(
             [s.frame for s in sources],
             target,
             dst,
+            source_keys=source_keys,
             options=video_options(info, policy),
             limits=video_limits(policy),
             cancel=cancel,
