@@ -1,8 +1,9 @@
 """The studio in the console, in a real browser: a director builds the face library (save,
 rename, delete) and runs a batch with a saved face, following its progress (the page polls
-the batch) into a gallery of the results and a ZIP of them; each role sees what it may do
-— an editor submits batches but has no library controls, a viewer sees batches and
-results without any submit or delete control, billing sees usage only."""
+the batch) into a gallery of the results and a ZIP of them, then one with a job template;
+each role sees what it may do — an editor submits batches but has no library controls, a
+viewer sees batches and results without any submit or delete control, billing sees usage
+only."""
 
 from __future__ import annotations
 
@@ -175,6 +176,31 @@ def test_director_builds_the_library_and_runs_a_batch(
         assert got.namelist() == expected.namelist()
     batch = server.get(f"/v1/batches/{batch_id}", director).json()
     assert batch["counts"]["succeeded"] == 3
+
+    # A job template (saved through the API) brings its options and its face.
+    template = httpx.post(
+        f"{server.url}/v1/templates",
+        headers=auth(director),
+        json={"name": "Lead swap", "options": {"processors": ["face_swapper"]}, "faces": ["Lead"]},
+        timeout=30,
+    )
+    assert template.status_code == 201, template.text
+    page.goto(f"{server.url}/#/jobs")  # back to batches: the form reads the templates
+    page.click('#nav a[data-view="batches"]')
+    page.select_option("#batch-template", label="Lead swap (Lead)")
+    page.set_input_files("#batch-targets", [str(small_photo(TARGETS[0], tmp_path))])
+    page.click("#submit-batch")
+    expect(page.locator("#batch-counts")).to_contain_text(
+        "1 of 1 done · 1 succeeded", timeout=BATCH_TIMEOUT_MS
+    )
+    expect(page.locator("#batch-gallery img.result-media")).to_have_count(1)
+    uses = httpx.get(
+        f"{server.url}/v1/audit",
+        headers=auth(server.admin_key),
+        params={"tenant": TENANT, "action": "template.use"},
+        timeout=30,
+    ).json()["events"]
+    assert [event["target"] for event in uses] == [f"template:{template.json()['id']}"]
 
 
 def test_each_role_sees_only_what_it_may_do(server: Any, keys: dict[str, str], page: Any) -> None:
