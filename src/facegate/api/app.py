@@ -38,7 +38,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.usage.endpoints:router",
     "facegate.observability.audit.endpoints:router",
     "facegate.observability.endpoints:router",
-    "facegate.api.faces_endpoints:router",
+    "facegate.library.endpoints:detection_router",
     "facegate.models.endpoints:router",
     "facegate.provenance.endpoints:router",
     "facegate.webhooks.endpoints:router",

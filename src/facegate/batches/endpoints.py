@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, problem_openapi
-from facegate.api.faces_endpoints import read_limited
+from facegate.api.uploads import read_upload
 from facegate.batches.archive import ArchiveEntry, archive_chunks
 from facegate.batches.repository import BatchRepository
 from facegate.batches.schemas import BatchOut, BatchSummary
@@ -102,12 +102,12 @@ def submit_batch(
             library = LibraryService(write, store).sources_for(
                 principal, source_face_id or [], uploaded=bool(source), max_faces=MAX_SOURCES
             )
-            uploaded = [read_limited(item, policy.max_input_bytes) for item in source or []]
+            uploaded = [read_upload(item, policy.max_input_bytes) for item in source or []]
             submission = BatchSubmission(
                 tenant_id=principal.tenant_id,
                 actor=principal.actor,
                 sources=library.images if library is not None else uploaded,
-                targets=[read_limited(item, policy.max_input_bytes) for item in target],
+                targets=[read_upload(item, policy.max_input_bytes) for item in target],
                 options=options,
                 consent=consent,
                 library=library,

@@ -10,7 +10,7 @@ refuses from 0.8 (``jobs.moderation.JOB_MODERATION``): innocent group photos sco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,12 +118,6 @@ def sample_indices(frame_count: int, fps: float, sample_fps: float) -> list[int]
     """Frame indices to check in a video: ``sample_fps`` per second, the first frame always."""
     step = max(1, round(fps / sample_fps))
     return list(range(0, frame_count, step))
-
-
-def sample_frames(frames: Iterable[Frame], fps: float, sample_fps: float) -> list[Frame]:
-    """The frames of a stream to check (decoding the rest is the caller's choice)."""
-    step = max(1, round(fps / sample_fps))
-    return [frame for index, frame in enumerate(frames) if index % step == 0]
 
 
 def sample_video(path: Path, sample_fps: float, max_frames: int = 3600) -> list[Frame]:

@@ -14,10 +14,9 @@ from sqlalchemy.orm import Session
 
 from facegate.api.deps import SessionDep, get_state, run_in_session, run_on_connection, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, problem_openapi
+from facegate.api.uploads import read_upload
 from facegate.database import session_scope
-from facegate.engine.errors import ContentPolicyViolation, MediaTooLarge
-from facegate.engine.image import OUTPUT_FORMATS
-from facegate.engine.processors.registry import default_registry, sensitive_processors
+from facegate.engine.errors import ContentPolicyViolation
 from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.jobs.events import job_events
 from facegate.jobs.observe import audit_submission, observe_submitted
@@ -26,10 +25,8 @@ from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.jobs.schemas import (
-    Capabilities,
     JobOut,
     JobPage,
-    Limits,
     decode_cursor,
     encode_cursor,
 )
@@ -44,8 +41,6 @@ from facegate.library.service import LibraryService
 from facegate.models.installed import (
     check_spec_installed,
     installation_model_store,
-    installed_models,
-    processor_installed,
 )
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
@@ -79,20 +74,6 @@ _SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: problem_openapi("A processor or model the job asks for is not installed"),
     503: problem_openapi("A model the job needs is unavailable"),
 }
-
-
-def _read_upload(upload: UploadFile, max_bytes: int) -> bytes:
-    # The multipart parser has spooled the file; read one byte past the limit at most.
-    data = upload.file.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        actual = upload.size or len(data)
-        raise MediaTooLarge(
-            f"an upload is over the {max_bytes}-byte limit",
-            limit_name="max_bytes",
-            limit=max_bytes,
-            actual=actual,
-        )
-    return data
 
 
 @router.post("/jobs", status_code=202, responses=_SUBMIT_RESPONSES)
@@ -172,11 +153,11 @@ def submit_job(
             library = LibraryService(write, store).sources_for(
                 principal, source_face_id or [], uploaded=bool(source), max_faces=MAX_SOURCES
             )
-            uploaded = [_read_upload(item, policy.max_input_bytes) for item in source or []]
+            uploaded = [read_upload(item, policy.max_input_bytes) for item in source or []]
             submission = Submission(
                 tenant_id=principal.tenant_id,
                 sources=library.images if library is not None else uploaded,
-                target=_read_upload(target, policy.max_input_bytes),
+                target=read_upload(target, policy.max_input_bytes),
                 options=options,
                 idempotency_key=idempotency_key,
                 written=written,
@@ -324,41 +305,4 @@ def stream_events(
         job_events(state.session_factory, principal.tenant_id, job_id),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
-@router.get("/capabilities")
-def get_capabilities(
-    request: Request, session: SessionDep, principal: ReadPrincipal
-) -> Capabilities:
-    """Processors and models the calling tenant may use and that are installed (built-in,
-    shared, and its own private models), and its limits."""
-    policy = TenancyService(session).get_policy(principal.tenant_id)
-    settings = get_state(request).settings
-    store = tenant_store_for(settings)
-    models = installation_model_store(settings)
-    tenant = principal.tenant_id
-    processors = [
-        p
-        for p in default_registry().names()
-        if policy.allows_processor(p) and processor_installed(models, tenant, p)
-    ]
-    return Capabilities(
-        processors=processors,
-        sensitive_processors=sensitive_processors(processors),
-        models=[m for m in installed_models(models, tenant) if policy.allows_model(m)],
-        output_formats=list(OUTPUT_FORMATS),
-        moderation=policy.moderation,
-        require_consent=policy.require_consent,
-        limits=Limits(
-            max_input_bytes=policy.max_input_bytes,
-            max_input_pixels=policy.max_input_pixels,
-            max_video_seconds=policy.max_video_seconds,
-            max_output_resolution=policy.max_output_resolution,
-            max_concurrent_jobs=policy.max_concurrent_jobs,
-            max_queued_jobs=policy.max_queued_jobs,
-            storage_quota_bytes=policy.storage_quota_bytes,
-            storage_used_bytes=store.usage_bytes(session, principal.tenant_id),
-            retention_days=policy.retention_days,
-        ),
     )

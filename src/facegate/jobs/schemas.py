@@ -115,35 +115,6 @@ class JobPage(BaseModel):
     next_cursor: str | None
 
 
-class Limits(BaseModel):
-    max_input_bytes: int
-    max_input_pixels: int
-    max_video_seconds: int
-    max_output_resolution: str
-    max_concurrent_jobs: int
-    max_queued_jobs: int
-    storage_quota_bytes: int
-    storage_used_bytes: int
-    retention_days: int
-
-
-class Capabilities(BaseModel):
-    """What the calling tenant may use."""
-
-    processors: list[str]
-    sensitive_processors: list[str] = Field(
-        description="Of ``processors``, those whose use is audited (and needs a consent "
-        "attestation per source when the policy requires consent)"
-    )
-    models: list[str]
-    output_formats: list[str]
-    moderation: bool = Field(description="Inputs and outputs are checked by content moderation")
-    require_consent: bool = Field(
-        description="Jobs using a sensitive processor need a consent attestation per source"
-    )
-    limits: Limits
-
-
 def encode_cursor(job: Job) -> str:
     raw = f"{job.created_at.isoformat()}|{job.id}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")

@@ -1,6 +1,8 @@
 """HTTP routes of the face library: save (``faces:write``), list and read (``faces:read``),
 rename (``faces:write``), delete and export the stored image (``faces:manage``). Another
-tenant's face id is a 404."""
+tenant's face id is a 404. ``POST /v1/faces`` finds the faces of one uploaded image for the
+console's face picker: nothing is stored; faces come back in the selector's order, so a
+face's ``index`` is the one ``face_index`` and a job's ``selector.mapping`` use."""
 
 from __future__ import annotations
 
@@ -12,17 +14,28 @@ from sqlalchemy.orm import Session
 
 from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES
-from facegate.api.faces_endpoints import read_limited
+from facegate.api.uploads import read_upload
 from facegate.database import session_scope
-from facegate.engine.faces import FaceOrder
+from facegate.engine.faces import FaceOrder, sort_faces
+from facegate.engine.image import ImageLimits, load_image
+from facegate.engine.pipeline import default_analyser
 from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.library.repository import LibraryRepository
-from facegate.library.schemas import FaceOut, FaceUpdate, check_name, parse_labels
+from facegate.library.schemas import (
+    FaceOut,
+    FaceUpdate,
+    FoundFace,
+    FoundFaces,
+    check_name,
+    parse_labels,
+)
 from facegate.library.service import FaceUpload, LibraryService
 from facegate.principal import FACES_MANAGE, FACES_READ, FACES_WRITE, Principal
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1/faces/library", tags=["faces"], responses=PROBLEM_RESPONSES)
+# POST /v1/faces: the faces of one photo, for choosing the one to save (or a job's mapping).
+detection_router = APIRouter(prefix="/v1", tags=["faces"], responses=UPLOAD_PROBLEM_RESPONSES)
 
 Reader = Annotated[Principal, scoped(FACES_READ)]
 Writer = Annotated[Principal, scoped(FACES_WRITE)]
@@ -58,7 +71,7 @@ def save_face(
     # of analysis: the write transaction below begins only once they are over.
     session.commit()
     upload = FaceUpload(
-        data=read_limited(image, policy.max_input_bytes),
+        data=read_upload(image, policy.max_input_bytes),
         name=check_name(name),
         labels=parse_labels(labels),
         face_index=face_index,
@@ -136,3 +149,35 @@ def export_face(
     store = tenant_store_for(get_state(request).settings)
     face, data = LibraryService(session, store).export(principal, face_id)
     return Response(data, media_type=face.image_content_type)
+
+
+@detection_router.post("/faces")
+def detect_faces(
+    session: SessionDep,
+    principal: Annotated[Principal, scoped("jobs:write")],
+    image: Annotated[UploadFile, File(description="An image (a source or a target)")],
+    order: Annotated[FaceOrder, Form(description="The selector order to index faces in")] = (
+        "large-small"
+    ),
+) -> FoundFaces:
+    """Detect faces (nothing is stored). Runs in the thread pool: analysis is CPU work."""
+    policy = TenancyService(session).get_policy(principal.tenant_id)
+    # Authentication may have written (last_used_at); end that transaction before the
+    # seconds of analysis so SQLite's write lock is not held meanwhile.
+    session.commit()
+    data = read_upload(image, policy.max_input_bytes)
+    loaded = load_image(
+        data, ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+    )
+    faces = sort_faces(default_analyser().analyse(loaded.frame), order)
+    return FoundFaces(
+        width=loaded.width,
+        height=loaded.height,
+        order=order,
+        faces=[
+            FoundFace(
+                index=i, box=[round(float(v), 1) for v in face.box], score=round(face.score, 4)
+            )
+            for i, face in enumerate(faces)
+        ],
+    )

@@ -80,3 +80,21 @@ def check_name(raw: str) -> str:
     if not 1 <= len(name) <= 200:
         raise InvalidInput("name must have 1 to 200 characters", code="invalid-name")
     return name
+
+
+class FoundFace(BaseModel):
+    """One detected face: its position in selector order, its box in upright image pixels
+    (x1, y1, x2, y2) and the detector's score."""
+
+    index: int
+    box: list[float] = Field(min_length=4, max_length=4)
+    score: float
+
+
+class FoundFaces(BaseModel):
+    """The upright image's size and its faces."""
+
+    width: int
+    height: int
+    order: str
+    faces: list[FoundFace]

@@ -1,5 +1,7 @@
 """HTTP routes of tenant models: upload (when the policy allows it), list, delete. Every
-route is scoped to the caller's tenant; another tenant's model answers 404."""
+route is scoped to the caller's tenant; another tenant's model answers 404.
+``/v1/capabilities``: the processors and models the caller may use and are installed, and
+its plan's limits."""
 
 from __future__ import annotations
 
@@ -10,9 +12,16 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
+from facegate.engine.image import OUTPUT_FORMATS
 from facegate.engine.modelstore.manifest import MODEL_KINDS
-from facegate.models.installed import installation_model_store
-from facegate.models.schemas import ModelList, ModelOut
+from facegate.engine.processors.registry import default_registry, sensitive_processors
+from facegate.jobs.runtime import tenant_store_for
+from facegate.models.installed import (
+    installation_model_store,
+    installed_models,
+    processor_installed,
+)
+from facegate.models.schemas import Capabilities, Limits, ModelList, ModelOut
 from facegate.models.service import ModelService
 from facegate.observability.audit import (
     MODEL_INSTALL,
@@ -85,3 +94,40 @@ def delete_model(
     _service(request).delete(principal.tenant_id, name, tag)
     record_audit(session, principal, MODEL_REMOVE, f"model:{name}:{tag}")
     return Response(status_code=204)
+
+
+@router.get("/capabilities")
+def get_capabilities(
+    request: Request, session: SessionDep, principal: ReadPrincipal
+) -> Capabilities:
+    """Processors and models the calling tenant may use and that are installed (built-in,
+    shared, and its own private models), and its limits."""
+    policy = TenancyService(session).get_policy(principal.tenant_id)
+    settings = get_state(request).settings
+    store = tenant_store_for(settings)
+    models = installation_model_store(settings)
+    tenant = principal.tenant_id
+    processors = [
+        p
+        for p in default_registry().names()
+        if policy.allows_processor(p) and processor_installed(models, tenant, p)
+    ]
+    return Capabilities(
+        processors=processors,
+        sensitive_processors=sensitive_processors(processors),
+        models=[m for m in installed_models(models, tenant) if policy.allows_model(m)],
+        output_formats=list(OUTPUT_FORMATS),
+        moderation=policy.moderation,
+        require_consent=policy.require_consent,
+        limits=Limits(
+            max_input_bytes=policy.max_input_bytes,
+            max_input_pixels=policy.max_input_pixels,
+            max_video_seconds=policy.max_video_seconds,
+            max_output_resolution=policy.max_output_resolution,
+            max_concurrent_jobs=policy.max_concurrent_jobs,
+            max_queued_jobs=policy.max_queued_jobs,
+            storage_quota_bytes=policy.storage_quota_bytes,
+            storage_used_bytes=store.usage_bytes(session, principal.tenant_id),
+            retention_days=policy.retention_days,
+        ),
+    )

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFil
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_principal, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES
-from facegate.api.faces_endpoints import read_limited
 from facegate.api.gateway import has_credentials
+from facegate.api.uploads import read_upload
 from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.service import JobService
@@ -59,8 +59,8 @@ def verify(
     job and tenant only to that tenant's keys and admins. The upload is not stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
-    data = read_limited(file, settings.verify_max_bytes)
-    sidecar = read_limited(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
+    data = read_upload(file, settings.verify_max_bytes)
+    sidecar = read_upload(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
     return verify_file(
         session, keys, data, principal, max_bytes=settings.verify_max_bytes, sidecar=sidecar
     )
@@ -80,7 +80,7 @@ def report(
     reporter learns only whether this installation made it; the upload is not stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
-    data = read_limited(file, settings.verify_max_bytes)
+    data = read_upload(file, settings.verify_max_bytes)
     return report_file(
         session,
         keys,

@@ -35,11 +35,6 @@ def resolution_dimensions(name: str) -> tuple[int, int]:
     return RESOLUTIONS[name.lower()]
 
 
-def resolution_pixels(name: str) -> int:
-    width, height = resolution_dimensions(name)
-    return width * height
-
-
 def fits_resolution(width: int, height: int, name: str) -> bool:
     """Whether a ``width`` x ``height`` output is within the named cap, either orientation."""
     cap_long, cap_short = resolution_dimensions(name)
