@@ -18,9 +18,9 @@ class DeployPolicyError(ValueError):
     """The policy cannot be deployed as asked (bad id, impossible numbers)."""
 
 
-# Inputs earlier releases stored that no longer shape an overlay: dropped when a stored
-# overlay-inputs.yaml is read, gone from the file it is rewritten to. Both belonged to the
-# models volume; the models now live in the object storage, cached in an emptyDir.
+# Inputs a stored overlay-inputs.yaml may hold that shape no overlay (the size of a models
+# volume and a Knative models PVC; models live in the object storage, cached in an emptyDir):
+# dropped when the file is read, absent from the file it is rewritten to.
 RETIRED_INPUTS = frozenset({"models_bytes", "knative_models_pvc"})
 
 

@@ -12,7 +12,8 @@ Tiles cost four more detector runs (~5 ms each): with ``tile_policy="auto"`` (de
 are skipped when every face the whole-frame pass found is large (a close-up, one speaker).
 The tiles' detector runs, and the meshes of the faces found, are independent: they run side
 by side on ``AnalyserOptions.threads`` threads (mediapipe releases the GIL while a graph
-runs), which takes a group photo's analysis from ~120 to ~75 ms on the 2-core machine.
+runs): a group photo's analysis takes ~75 ms with two threads on a 2-core machine, ~120 ms
+with one.
 
 Measured on the 19 photos of shared/data/faces, each upscaled to 1080 px long side
 (tests/engine/test_faces.py): every face of the frontal and group photos found (2, 3, 4, 6, 7,

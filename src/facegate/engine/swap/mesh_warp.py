@@ -61,9 +61,9 @@ class Tuning:
     ``source_eyes``: the mesh's eye holes take the source's eyes where both faces are near
     frontal and the eyes open alike (``swap.eyes``); else the target's eyeballs stay.
 
-    On shared/data/faces (issue 16) the previous single split at 0.035 left most results
-    recognised as the target; LOW_PASS 0.15 alone won identity but showed the source's
-    jaw and hairline contrast at the mask edge.
+    Why three bands (measured on shared/data/faces, ``benchmarks/quality.py``): one split at
+    0.035 (``BEFORE_IDENTITY``) leaves most results recognised as the target; one at 0.15
+    carries identity but shows the source's jaw and hairline contrast at the mask edge.
     """
 
     low_pass: float = 0.035
@@ -74,9 +74,9 @@ class Tuning:
     source_eyes: bool = True
 
 
-#: The swap as it was before identity was measured (issue 16): the target kept everything
-#: broader than 3.5 % of the face height, so most results were still recognised as the target.
-#: Kept to be measured beside the current tuning in the same run (benchmarks/quality.py).
+#: The baseline ``benchmarks/quality.py`` measures beside the default tuning in the same run:
+#: one split at 3.5 % of the face height, no reshape, the target's eyes (most results are
+#: recognised as the target).
 BEFORE_IDENTITY = Tuning(
     core_low_pass=0.0, face_only_low_pass=False, reshape=0.0, source_eyes=False
 )
@@ -252,9 +252,9 @@ class MeshWarpBackend:
             shading: Shading | FloatArray
             if options.match_lighting:
                 height = face_height(points)
-                # A turned face (a profile) on either side: the target keeps its own mid band,
-                # as before issue 16 (the mesh is least sure there: a profile source pasted
-                # its camera onto the targets' mouths; identity did not carry either way).
+                # A turned face (a profile) on either side: the target keeps its own mid band
+                # (the mesh is least sure there: a profile source pastes its camera onto the
+                # target's mouth, and identity does not carry either way).
                 core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
                 core *= np.float32(min(target_shape.trust, source_state.shape.trust))
                 shading = target_shading(
