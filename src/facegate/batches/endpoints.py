@@ -22,17 +22,13 @@ from facegate.batches.service import MAX_BATCH_ITEMS, BatchService, BatchSubmiss
 from facegate.database import session_scope
 from facegate.errors import Conflict
 from facegate.jobs.observe import audit_submission, observe_submitted
-from facegate.jobs.options import parse_options
-from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.runtime import tenant_store_for, write_sessions
-from facegate.jobs.service import MAX_SOURCES
-from facegate.library.service import LibraryService
-from facegate.models.installed import check_spec_installed, installation_model_store
+from facegate.models.installed import installation_model_store
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
 from facegate.templates.service import TemplateService
-from facegate.tenancy.service import TenancyService
+from facegate.templates.submission import resolve_inputs
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], responses=PROBLEM_RESPONSES)
 
@@ -84,34 +80,27 @@ def submit_batch(
     written: list[str] = []
     try:
         with session_scope(write_sessions(state)) as write:
-            used = None
-            if template is not None:
-                used = TemplateService(write).for_submission(
-                    principal,
-                    template,
-                    options=options,
-                    sources_given=bool(source) or bool(source_face_id),
-                )
-                options, source_face_id = used.options, used.face_ids or source_face_id
-            policy = TenancyService(write).get_policy(principal.tenant_id)
-            spec = parse_options(options)
-            check_spec_allowed(spec, policy)
-            check_spec_installed(
-                spec, principal.tenant_id, installation_model_store(state.settings)
+            asked = resolve_inputs(
+                write,
+                store,
+                installation_model_store(state.settings),
+                principal,
+                options=options,
+                template=template,
+                face_ids=source_face_id or [],
+                uploaded=bool(source),
             )
-            library = LibraryService(write, store).sources_for(
-                principal, source_face_id or [], uploaded=bool(source), max_faces=MAX_SOURCES
-            )
+            policy, library = asked.policy, asked.library
             uploaded = [read_upload(item, policy.max_input_bytes) for item in source or []]
             submission = BatchSubmission(
                 tenant_id=principal.tenant_id,
                 actor=principal.actor,
                 sources=library.images if library is not None else uploaded,
                 targets=[read_upload(item, policy.max_input_bytes) for item in target],
-                options=options,
+                options=asked.options,
                 consent=consent,
                 library=library,
-                face_ids=list(source_face_id or []),
+                face_ids=asked.face_ids,
                 idempotency_key=idempotency_key,
                 written=written,
             )
@@ -126,8 +115,10 @@ def submit_batch(
                     f"batch:{submitted.batch.id}",
                     {"items": submitted.batch.total},
                 )
-                if used is not None:
-                    TemplateService(write).audit_use(principal, used, f"batch:{submitted.batch.id}")
+                if asked.template is not None:
+                    TemplateService(write).audit_use(
+                        principal, asked.template, f"batch:{submitted.batch.id}"
+                    )
             batch_id = submitted.batch.id
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.

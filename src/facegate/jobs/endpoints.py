@@ -20,8 +20,6 @@ from facegate.engine.errors import ContentPolicyViolation
 from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.jobs.events import job_events
 from facegate.jobs.observe import audit_submission, observe_submitted
-from facegate.jobs.options import parse_options
-from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.jobs.schemas import (
@@ -31,21 +29,18 @@ from facegate.jobs.schemas import (
     encode_cursor,
 )
 from facegate.jobs.service import (
-    MAX_SOURCES,
     JobService,
     Submission,
     Submitted,
     request_fingerprint,
 )
-from facegate.library.service import LibraryService
 from facegate.models.installed import (
-    check_spec_installed,
     installation_model_store,
 )
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
 from facegate.templates.service import TemplateService
-from facegate.tenancy.service import TenancyService
+from facegate.templates.submission import resolve_inputs
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
@@ -134,31 +129,23 @@ def submit_job(
     # lock from BEGIN: the queue-cap and quota checks then see no concurrent writer).
     try:
         with session_scope(write_sessions(state)) as write:
-            used = None
-            if template is not None:
-                used = TemplateService(write).for_submission(
-                    principal,
-                    template,
-                    options=options,
-                    sources_given=bool(source) or bool(source_face_id),
-                )
-                options, source_face_id = used.options, used.face_ids or source_face_id
-            policy = TenancyService(write).get_policy(principal.tenant_id)
-            # Allowed (403) before installed (409): what the plan excludes is not worth
-            # looking up.
-            spec = parse_options(options)
-            check_spec_allowed(spec, policy)
-            models = installation_model_store(state.settings)
-            check_spec_installed(spec, principal.tenant_id, models)
-            library = LibraryService(write, store).sources_for(
-                principal, source_face_id or [], uploaded=bool(source), max_faces=MAX_SOURCES
+            asked = resolve_inputs(
+                write,
+                store,
+                installation_model_store(state.settings),
+                principal,
+                options=options,
+                template=template,
+                face_ids=source_face_id or [],
+                uploaded=bool(source),
             )
+            policy, library = asked.policy, asked.library
             uploaded = [read_upload(item, policy.max_input_bytes) for item in source or []]
             submission = Submission(
                 tenant_id=principal.tenant_id,
                 sources=library.images if library is not None else uploaded,
                 target=read_upload(target, policy.max_input_bytes),
-                options=options,
+                options=asked.options,
                 idempotency_key=idempotency_key,
                 written=written,
                 consent=consent,
@@ -168,8 +155,10 @@ def submit_job(
             submitted = JobService(write, store).submit(submission, policy)
             if submitted.created:
                 audit_submission(write, principal, submitted.job, submitted.input_hashes)
-                if used is not None:
-                    TemplateService(write).audit_use(principal, used, f"job:{submitted.job.id}")
+                if asked.template is not None:
+                    TemplateService(write).audit_use(
+                        principal, asked.template, f"job:{submitted.job.id}"
+                    )
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)
