@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from tests.testdata import FACES
 
+from facegate.engine import mesh
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
 from facegate.engine.swap.color import is_grayscale
-from facegate.engine.swap.mesh_warp import MeshWarpBackend
+from facegate.engine.swap.mesh_warp import MeshWarpBackend, Tuning
 from facegate.engine.swap.reshape import reshaped_points
 from facegate.engine.types import Face, Frame
 
@@ -84,16 +85,41 @@ def test_swap_keeps_target_landmarks(
     photos: dict[str, tuple[Frame, Face]], analyser: FaceAnalyser, source: str, target: str
 ) -> None:
     # The face lands on the mesh the swap aimed at: the target's, moved towards the source's
-    # proportions (reshape; its pose, expression and outline are the target's).
+    # proportions and outline (reshape; its pose and expression are the target's).
     out = run_swap(photos, source, target)
     dst_frame, dst_face = photos[target]
     assert out.shape == dst_frame.shape
     assert not np.array_equal(out, dst_frame)
     found = analyser.analyse(out)
     assert len(found) == 1
-    aimed = reshaped_points(photos[source][1].landmarks, dst_face.landmarks)
+    tuning = Tuning()
+    aimed = reshaped_points(
+        photos[source][1].landmarks, dst_face.landmarks, tuning.reshape, tuning.outline
+    )
     error = np.linalg.norm(found[0].landmarks[:, :2] - aimed[:, :2], axis=1).mean()
     assert error / dst_face.inter_ocular < (PROFILE_BOUND if target == PROFILE else 0.05)
+
+
+def test_the_outline_moves_towards_the_sources_unless_kept(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    # A narrow, long face onto a wider one: by default the jaw and cheeks move inwards and
+    # the region around them follows; keep_outline leaves everything outside the oval alone.
+    source, target = "elderly_woman_glasses_frontal.jpg", "man_frontal_glasses.jpg"
+    frame, face = photos[target]
+    oval = np.zeros(frame.shape[:2], np.uint8)
+    cv2.fillPoly(oval, [np.round(face.landmarks[mesh.FACE_OVAL, :2]).astype(np.int32)], (1,))
+    # A ring 4-12 px outside the oval (the feathered mask's tail reaches a few pixels out).
+    near = cv2.dilate(oval, np.ones((9, 9), np.uint8)) > 0
+    ring = (cv2.dilate(oval, np.ones((25, 25), np.uint8)) > 0) & ~near
+
+    def change(out: Frame) -> float:
+        return float(np.abs(out.astype(int) - frame.astype(int))[ring].max(axis=1).mean())
+
+    assert change(run_swap(photos, source, target, keep_outline=True)) == 0.0
+    assert change(run_swap(photos, source, target)) > 3.0
+    # The occlusion mask keeps the outline too (occluders are put back where they were).
+    assert change(run_swap(photos, source, target, mask_types=["box", "occlusion"])) == 0.0
 
 
 def test_blend_zero_returns_target_unchanged(photos: dict[str, tuple[Frame, Face]]) -> None:

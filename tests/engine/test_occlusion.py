@@ -51,7 +51,9 @@ def occluded_swaps(
     occluded, where = paste(clean, only_face(analyser, clean), patch)
     face = only_face(analyser, occluded)  # the mesh of the occluded face, as a job gets it
     source_face = (src, only_face(analyser, src))
-    box = swap(source_face, occluded, face, mask_types=["box"])
+    # The outline is kept with occlusion (the region around the face does not move): the
+    # swap without it is compared at the same geometry.
+    box = swap(source_face, occluded, face, mask_types=["box"], keep_outline=True)
     kept = swap(source_face, occluded, face, mask_types=["box", "occlusion"])
     return occluded, face, where & in_face(face, occluded.shape), box, kept
 

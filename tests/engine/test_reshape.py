@@ -15,18 +15,20 @@ from facegate.engine.faces import FaceAnalyser
 from facegate.engine.swap.color import low_pass
 from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.masks import keep_mask, polygon_mask
+from facegate.engine.swap.outline import displaced, displacement_field
 from facegate.engine.swap.reshape import reshaped_points, reshaped_target
 from facegate.engine.types import FloatArray
 
 SOURCE = "woman_astronaut_frontal.jpg"  # smiling, mouth open
 TARGET = "man_frontal_glasses.jpg"
+NARROW = "elderly_woman_glasses_frontal.jpg"  # a longer, narrower face than TARGET's
 
 
 @pytest.fixture(scope="module")
 def meshes() -> dict[str, FloatArray]:
     analyser = FaceAnalyser()
     found = {}
-    for name in (SOURCE, TARGET):
+    for name in (SOURCE, TARGET, NARROW):
         frame = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
         assert frame is not None
         (face,) = analyser.analyse(frame)
@@ -71,6 +73,54 @@ def test_outline_and_expression_stay_the_targets(meshes: dict[str, FloatArray]) 
 
     assert opening(source) / eye_gap > 3 * opening(target) / eye_gap
     assert abs(opening(moved) - opening(target)) < 0.02 * eye_gap
+
+
+def outline_proportions(points: FloatArray) -> FloatArray:
+    """Jaw width and chin depth (nose tip → chin) over eye-corner spacing, frontal frame."""
+    local = canonical_landmarks(points)
+    eyes = float(np.linalg.norm(local[33, :2] - local[263, :2]))
+    jaw = float(np.linalg.norm(local[172, :2] - local[397, :2]))
+    chin = float(np.linalg.norm(local[4, :2] - local[mesh.CHIN, :2]))
+    return np.array([jaw / eyes, chin / eyes], np.float32)
+
+
+def test_with_outline_the_jaw_moves_towards_the_sources(meshes: dict[str, FloatArray]) -> None:
+    source, target = meshes[NARROW], meshes[TARGET]
+    moved = reshaped_points(source, target, 1.0, outline=1.0)
+    before = np.abs(outline_proportions(target) - outline_proportions(source))
+    after = np.abs(outline_proportions(moved) - outline_proportions(source))
+    assert (before > 0.05).all()  # the two faces' outlines differ to begin with
+    assert (after < 0.25 * before).all(), (before, after)
+    # Without the outline's share, the oval stays the target's.
+    kept = reshaped_points(source, target, 1.0)
+    np.testing.assert_allclose(kept[mesh.FACE_OVAL], target[mesh.FACE_OVAL], atol=1e-3)
+    # Above the trimmed forehead nothing moves: the hairline stays the target's.
+    top = np.linalg.norm(moved[mesh.FOREHEAD_TOP, :2] - target[mesh.FOREHEAD_TOP, :2])
+    assert top < 0.01 * float(np.linalg.norm(target[33, :2] - target[263, :2]))
+
+
+def test_the_region_around_a_moved_outline_follows_it(meshes: dict[str, FloatArray]) -> None:
+    frame = cv2.imread(str(FACES / TARGET), cv2.IMREAD_COLOR)
+    assert frame is not None
+    target = meshes[TARGET]
+    moved = reshaped_points(meshes[NARROW], target, 1.0, outline=1.0)
+    shape = (frame.shape[0], frame.shape[1])
+    field = displacement_field(target, moved, shape, margin=40.0)
+    assert field is not None
+    # At the oval's landmarks the field is their shift (the output there shows the input at
+    # the landmark's old place), and nothing moves on the region's border.
+    for index in mesh.FACE_OVAL:
+        x, y = np.round(moved[index, :2]).astype(int)
+        if 0 <= x < shape[1] and 0 <= y < shape[0]:
+            shift = moved[index, :2] - target[index, :2]
+            assert np.linalg.norm(field[y, x] - shift) < 1.0, index
+    border = np.concatenate([field[0], field[-1], field[:, 0], field[:, -1]])
+    assert np.abs(border).max() == 0.0
+    out = displaced(np.asarray(frame, np.uint8), field)
+    assert np.array_equal(out[0], frame[0])
+    assert np.abs(out.astype(int) - frame.astype(int)).mean() > 0.1
+    # The same mesh without the outline's shift: no field, nothing to warp.
+    assert displacement_field(target, reshaped_points(meshes[NARROW], target), shape, 40.0) is None
 
 
 def test_reshaped_target_moves_pixels_only_inside_the_mesh(

@@ -35,6 +35,7 @@ from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.swap.outline import displaced, displacement_field
 from facegate.engine.swap.reshape import Shape, face_shape, reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import triangle_quality
 from facegate.engine.swap.warp import mesh_raster, warp_face
@@ -57,13 +58,17 @@ class Tuning:
     no edge shows; the target keeps what varies slower (its broad lighting and skin tone).
     ``face_only_low_pass``: the low-passes average face pixels only (``color.low_pass``).
     ``reshape``: how far the target's mesh moves towards the source's proportions
-    (``reshape.reshaped_points``; 0 = the target's shape).
+    (``reshape.reshaped_points``; 0 = the target's shape). ``outline``: the share of that
+    shift the face oval takes (jaw, cheeks and chin; 0 = the target's outline); the region
+    around the face follows it (``swap.outline``).
     ``source_eyes``: the mesh's eye holes take the source's eyes where both faces are near
     frontal and the eyes open alike (``swap.eyes``); else the target's eyeballs stay.
 
     Why three bands (measured on shared/data/faces, ``benchmarks/quality.py``): one split at
     0.035 (``BEFORE_IDENTITY``) leaves most results recognised as the target; one at 0.15
-    carries identity but shows the source's jaw and hairline contrast at the mask edge.
+    carries identity but shows the source's jaw and hairline contrast at the mask edge. Why
+    the outline: with the target's kept, even a hard paste of the whole inner face stays at a
+    median distance of 0.43 from the source (the recogniser reads the jaw and chin too).
     """
 
     low_pass: float = 0.035
@@ -71,6 +76,7 @@ class Tuning:
     core_blur: float = 0.6
     face_only_low_pass: bool = True
     reshape: float = 1.0
+    outline: float = 1.0
     source_eyes: bool = True
 
 
@@ -78,7 +84,7 @@ class Tuning:
 #: one split at 3.5 % of the face height, no reshape, the target's eyes (most results are
 #: recognised as the target).
 BEFORE_IDENTITY = Tuning(
-    core_low_pass=0.0, face_only_low_pass=False, reshape=0.0, source_eyes=False
+    core_low_pass=0.0, face_only_low_pass=False, reshape=0.0, outline=0.0, source_eyes=False
 )
 
 #: A source face more than this many times larger than the target is downscaled first
@@ -130,6 +136,7 @@ class _TargetSide:
     mask: FloatArray
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
     reshaped: Frame | None  # the target warped onto the reshaped mesh (None: not reshaped)
+    base: Frame  # the full-size region the face is blended into (its outline moved or not)
 
 
 class MeshWarpBackend:
@@ -232,18 +239,39 @@ class MeshWarpBackend:
         target_shape = face_shape(full_points)
         # The source's eyes fill the mesh's eye holes where both faces are near frontal.
         eyes = self.tuning.source_eyes and min(target_shape.trust, source_state.shape.trust) > 0.5
+        # With occluders kept (face_swapper puts the frame's own pixels back over the face
+        # after this), the region around the face must not move: a hand reaching over the jaw
+        # would be put back where it was inside the face and moved outside it.
+        outline = 0.0 if options.keep_outline or options.occlusion else self.tuning.outline
+        moved = full_points
         if self.tuning.reshape > 0.0:
-            moved = reshaped_points(source_state.shape, target_shape, self.tuning.reshape)
+            moved = reshaped_points(source_state.shape, target_shape, self.tuning.reshape, outline)
             points = (moved * factors).astype(np.float32)
 
         def target_side() -> _TargetSide:
-            target = full_target
+            target = base = full_target
+            # A moved outline: the region around the face follows it (swap.outline).
+            field = None
+            if outline > 0.0 and points is not unmoved:
+                lo = full_points[:, :2].min(axis=0)
+                hi = full_points[:, :2].max(axis=0)
+                margin = float(min(lo.min(), full_shape[1] - hi[0], full_shape[0] - hi[1]))
+                field = displacement_field(full_points, moved, full_shape, max(margin, 2.0))
+            if field is not None:
+                base = displaced(full_target, field)
+            small_base = base
             if shape != full_shape:
                 target = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA))
-            # Reshaped: the target's own eyes, mouth and shading follow the new mesh. The warp
-            # leaves the face oval in place, so outside the mask nothing moves.
+                if field is not None:
+                    small_base = np.asarray(cv2.resize(base, size, interpolation=cv2.INTER_AREA))
+                else:
+                    small_base = target
+            # Reshaped: the target's own eyes, mouth and shading follow the new mesh; outside
+            # the mesh the region is the displaced one (or, with the outline kept, unmoved).
             reshaped = (
-                None if points is unmoved else reshaped_target(target, unmoved, points, raster)
+                None
+                if points is unmoved
+                else reshaped_target(target, unmoved, points, raster, small_base)
             )
             if reshaped is not None:
                 target = reshaped
@@ -266,7 +294,7 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(keep, mask, shading, reshaped)
+            return _TargetSide(keep, mask, shading, reshaped, base)
 
         raster = mesh_raster(points, shape)  # shared by both warps onto the mesh
         helper = self._helper_pool()
@@ -319,9 +347,9 @@ class MeshWarpBackend:
                 cv2.resize(mask, full_size, interpolation=cv2.INTER_LINEAR), np.float32
             )
         if options.mask == "poisson":
-            blended = poisson_blend(full_target, face, mask, options.blend)
+            blended = poisson_blend(side.base, face, mask, options.blend)
         else:
-            blended = feather_blend(full_target, face, mask, options.blend)
+            blended = feather_blend(side.base, face, mask, options.blend)
         frame[y0:y1, x0:x1] = blended  # in place: the caller owns the frame (SwapBackend)
         stage("blend")
         if timings is not None:

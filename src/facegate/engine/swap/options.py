@@ -21,6 +21,9 @@ class FaceSwapperOptions(ProcessorOptions):
       lids where the source's mouth or eyes are open differently);
     - ``match_lighting``: keep the target's low-frequency shading and colour, take only the
       source's detail; off: a plain colour transfer;
+    - ``keep_outline`` (mesh_warp): keep the target's face outline (jaw, cheeks, chin); off,
+      the outline moves towards the source's and the region around the face follows it. Always
+      kept with ``occlusion`` (occluders are put back where they were);
     - ``mask_types`` (FaceFusion's ``face_mask_types``): ``box`` is the face region every
       backend pastes in (mesh_warp: the trimmed oval within the padding box; ONNX swappers:
       the padded box) and is always there; ``occlusion`` adds the occluder mask
@@ -35,6 +38,7 @@ class FaceSwapperOptions(ProcessorOptions):
     mask_blur: float = Field(default=0.3, ge=0.0, le=1.0)
     keep_expression: bool = True
     match_lighting: bool = True
+    keep_outline: bool = False
     mask_types: tuple[Literal["box", "occlusion"], ...] = ("box",)
     # ONNX swappers only (FaceFusion's face_swapper_pixel_boost and face_swapper_weight):
     # the crop size the model's output is assembled to (a multiple of the model's size), and

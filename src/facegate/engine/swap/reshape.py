@@ -12,11 +12,13 @@ put back in the target's pose and added to the target's mesh, except:
   the source's, their opening the target's), and the jaw's drop from an open mouth is taken
   out, so a laughing source does not open a closed target mouth;
 - pose: the shift shrinks as either face turns away from the camera (``FULL_POSE``);
-- the outline: the shift fades to nothing at the face oval and at the trimmed forehead, so the
-  swapped face meets the target's own jaw, cheeks and hairline where the blend mask ends.
+- the outline: the face oval (jaw, cheeks, chin) takes ``outline`` of its shift (0: none, so
+  the swapped face meets the target's own jaw), with the rest of the face fading to the full
+  shift inside it; above the trimmed forehead nothing moves (the hairline stays the target's).
 
 The target's pixels are then warped onto the moved mesh (:func:`reshaped_target`), so its
-eyes, mouth interior and shading follow the new shape and nothing outside the mask moves.
+eyes, mouth interior and shading follow the new shape; where the oval moved, the region
+around it follows too (``swap.outline``), else nothing outside the mesh moves.
 """
 
 from __future__ import annotations
@@ -114,7 +116,10 @@ def _as_whole(
 
 
 def reshaped_points(
-    source: FloatArray | Shape, target: FloatArray | Shape, strength: float = 1.0
+    source: FloatArray | Shape,
+    target: FloatArray | Shape,
+    strength: float = 1.0,
+    outline: float = 0.0,
 ) -> FloatArray:
     """The target's landmarks (pixels) moved towards the source's shape (see the module doc);
     ``strength`` 0 returns them unchanged, 1 takes the source's proportions fully. Either
@@ -144,13 +149,13 @@ def reshaped_points(
     below[mouth] = 0.0
     wanted[:, 1] -= below * drop
     delta = wanted - t_local
-    shift = (delta * _fade(t_local)[:, None] * strength) @ rotation.T
+    shift = (delta * _fade(t_local, outline)[:, None] * strength) @ rotation.T
     return np.asarray(points.astype(np.float64) + shift, np.float32)
 
 
-def _fade(local: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Per landmark, how much of the shift it takes: 0 on the face oval and above the
-    trimmed forehead, 1 well inside the face (smooth in between)."""
+def _fade(local: npt.NDArray[np.float64], outline: float = 0.0) -> npt.NDArray[np.float64]:
+    """Per landmark, how much of the shift it takes: ``outline`` on the face oval, 0 above
+    the trimmed forehead, 1 well inside the face (smooth in between)."""
     eye_gap = float(np.linalg.norm(local[33, :2] - local[263, :2]))
     oval = local[mesh.FACE_OVAL, :2]
     gaps = np.linalg.norm(local[:, None, :2] - oval[None, :, :], axis=2).min(axis=1) / eye_gap
@@ -160,18 +165,23 @@ def _fade(local: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     top = local[mesh.FOREHEAD_TOP, 1]
     edge = brows + FOREHEAD_KEPT * (top - brows)
     forehead = np.clip((local[:, 1] - edge) / max(brows - edge, 1e-6), 0.0, 1.0)
-    smooth = fade * fade * (3 - 2 * fade) * forehead
+    smooth = (outline + (1.0 - outline) * fade * fade * (3 - 2 * fade)) * forehead
     return np.asarray(smooth, np.float64)
 
 
 def reshaped_target(
-    image: Frame, points: FloatArray, moved: FloatArray, raster: MeshRaster | None = None
+    image: Frame,
+    points: FloatArray,
+    moved: FloatArray,
+    raster: MeshRaster | None = None,
+    background: Frame | None = None,
 ) -> Frame:
     """``image`` (a target region, ``points`` its landmarks there) with its face warped onto
     the ``moved`` landmarks (``raster``: theirs, when already made); pixels the mesh does not
-    cover are left as they are. No pose fill: the target shows itself as it is."""
+    cover are ``background``'s (the region around a moved outline, ``swap.outline``) or left
+    as they are. No pose fill: the target shows itself as it is."""
     shape = (image.shape[0], image.shape[1])
     warp = warp_face(image, points, None, moved, shape, raster)
-    out = image.copy()
+    out = (image if background is None else background).copy()
     np.copyto(out, warp.image, where=warp.coverage[..., None])
     return out

@@ -1,0 +1,120 @@
+"""The face's outline moved with its mesh: a smooth warp of the region around the face.
+
+The swap pastes inside the face oval only, so the jaw line, the cheeks' contour and the chin
+were always the target's, and a recogniser reads them (the hard paste of the whole inner face
+in the target's outline got no nearer the source than a median distance of 0.43). Where the
+reshape moves the oval towards the source's outline (``reshape.reshaped_points`` with
+``outline``), what lies around it (neck, hair, background) has to follow, or the swapped face
+would end before the target's jaw does (or reach over it).
+
+The displacement is a thin-plate spline through the oval's landmarks (their shifts), a few
+points inside the face and zero-shift anchors on the region's border, evaluated on a coarse
+grid and enlarged: smooth everywhere, exact at the landmarks (to the grid's interpolation),
+nothing moving at the region's edge (a taper over the outer part of its margin makes that
+exact). Inside the mesh the
+piecewise-affine warp of ``reshape.reshaped_target`` is used instead (it agrees with the
+spline at the oval's vertices).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from facegate.engine import mesh
+from facegate.engine.swap.geometry import FloatArray
+from facegate.engine.types import Frame
+
+#: Inner landmarks that pin the spline inside the face (eye corners, nose, mouth corners,
+#: brows): the field there is replaced by the mesh warp, but near the oval it is blended.
+_INNER = np.array([33, 133, 362, 263, 1, 4, 61, 291, 105, 334, 168, 199], np.int32)
+#: Zero-shift anchors per side of the region's border.
+ANCHORS_PER_SIDE = 6
+#: The spline is evaluated on a coarse grid of about GRID_CELLS cells along the region's
+#: longer side (at least GRID_MIN_STEP pixels each) and enlarged: it is smooth at that scale.
+GRID_CELLS = 40
+GRID_MIN_STEP = 4
+#: Shifts smaller than this (pixels, largest over the oval) are not worth a warp.
+MIN_SHIFT = 0.5
+
+
+def _tps_kernel(r2: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    # U(r) = r² log r, written with r²: ½ r² log r² (0 at r = 0, where r² log r² → 0).
+    return np.asarray(0.5 * r2 * np.log(np.maximum(r2, 1e-12)), np.float64)
+
+
+def _border_anchors(shape: tuple[int, int]) -> npt.NDArray[np.float64]:
+    h, w = shape
+    xs = np.linspace(0.0, w - 1.0, ANCHORS_PER_SIDE + 1)
+    ys = np.linspace(0.0, h - 1.0, ANCHORS_PER_SIDE + 1)
+    top = np.stack([xs, np.zeros_like(xs)], axis=1)
+    bottom = np.stack([xs, np.full_like(xs, h - 1.0)], axis=1)
+    left = np.stack([np.zeros_like(ys[1:-1]), ys[1:-1]], axis=1)
+    right = np.stack([np.full_like(ys[1:-1], w - 1.0), ys[1:-1]], axis=1)
+    return np.concatenate([top, bottom, left, right])
+
+
+def displacement_field(
+    points: FloatArray, moved: FloatArray, shape: tuple[int, int], margin: float
+) -> npt.NDArray[np.float32] | None:
+    """(H, W, 2) backward shifts: the output pixel ``q`` shows the input at ``q - field[q]``
+    (``points`` → ``moved``, landmarks in the region's pixels). None where the oval does not
+    move. ``margin``: pixels between the face and the region's border (the taper's room)."""
+    index = np.concatenate([mesh.FACE_OVAL, _INNER])
+    shifts = (moved[index, :2] - points[index, :2]).astype(np.float64)
+    if float(np.abs(shifts[: len(mesh.FACE_OVAL)]).max()) < MIN_SHIFT:
+        return None
+    anchors = _border_anchors(shape)
+    centres = np.concatenate([moved[index, :2].astype(np.float64), anchors])
+    values = np.concatenate([shifts, np.zeros((len(anchors), 2))])
+    n = len(centres)
+    between = centres[:, None, :] - centres[None, :, :]
+    system = np.zeros((n + 3, n + 3))
+    system[:n, :n] = _tps_kernel(between[..., 0] ** 2 + between[..., 1] ** 2)
+    system[:n, :n] += np.eye(n) * 1e-6
+    system[:n, n] = 1.0
+    system[:n, n + 1 :] = centres
+    system[n, :n] = 1.0
+    system[n + 1 :, :n] = centres.T
+    rhs = np.zeros((n + 3, 2))
+    rhs[:n] = values
+    try:
+        coefficients = np.linalg.solve(system, rhs)
+    except np.linalg.LinAlgError:
+        return None
+    h, w = shape
+    # Grid nodes at the centres of cv2.resize's cells, so its bilinear enlargement
+    # interpolates between them exactly.
+    step = max(float(GRID_MIN_STEP), max(h, w) / GRID_CELLS)
+    gw, gh = max(3, round(w / step)), max(3, round(h / step))
+    xs = (np.arange(gw) + 0.5) * (w / gw) - 0.5
+    ys = (np.arange(gh) + 0.5) * (h / gh) - 0.5
+    gx, gy = np.meshgrid(xs, ys)
+    grid = np.stack([gx.ravel(), gy.ravel()], axis=1)
+    gaps = (grid[:, None, 0] - centres[None, :, 0]) ** 2
+    gaps += (grid[:, None, 1] - centres[None, :, 1]) ** 2
+    field = _tps_kernel(gaps) @ coefficients[:n] + coefficients[n] + grid @ coefficients[n + 1 :]
+    # Nothing moves at the border: a taper over the outer half of the margin, and the outer
+    # ring of nodes at zero (the enlargement holds the outermost nodes' value to the border).
+    room = max(margin / 2.0, 1.0)
+    ramp_x = np.clip(np.minimum(xs, w - 1 - xs) / room, 0.0, 1.0)
+    ramp_y = np.clip(np.minimum(ys, h - 1 - ys) / room, 0.0, 1.0)
+    taper = np.minimum(ramp_y[:, None], ramp_x[None, :])
+    taper = taper * taper * (3.0 - 2.0 * taper)
+    taper[[0, -1], :] = 0.0
+    taper[:, [0, -1]] = 0.0
+    coarse = (field.reshape(gh, gw, 2) * taper[..., None]).astype(np.float32)
+    return np.asarray(cv2.resize(coarse, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
+
+
+def displaced(image: Frame, field: npt.NDArray[np.float32]) -> Frame:
+    """``image`` warped by ``displacement_field``'s backward shifts."""
+    h, w = image.shape[:2]
+    shift_x, shift_y = cv2.split(field)
+    map_x = np.arange(w, dtype=np.float32)[None, :] - shift_x
+    map_y = np.arange(h, dtype=np.float32)[:, None] - shift_y
+    return np.asarray(
+        cv2.remap(image, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
+        image.dtype,
+    )
