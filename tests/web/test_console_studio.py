@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from consolehelpers import screenshot, sign_in, sign_out
+from consolehelpers import no_horizontal_scroll, screenshot, sign_in, sign_out
 from PIL import Image
 from playwright.sync_api import expect
 from tests.testdata import FACES
@@ -247,3 +247,21 @@ def test_each_role_sees_only_what_it_may_do(server: Any, keys: dict[str, str], p
         expect(page.locator("#view-usage")).to_be_visible()
         expect(page.locator(f"#view-{forbidden}")).to_be_hidden()
     screenshot(page, "studio-billing")
+
+
+def test_studio_views_fit_a_phone(server: Any, keys: dict[str, str], browser: Any) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        page = context.new_page()
+        sign_in(page, server.url, keys["director"])
+        for view in ("batches", "library"):
+            page.goto(f"{server.url}/#/{view}")
+            expect(page.locator(f"#view-{view}")).to_be_visible()
+            if view == "batches":  # with a batch's gallery open
+                page.locator("#batch-list .batch button").first.click()
+                expect(page.locator("#batch-detail")).to_have_attribute("data-status", "completed")
+            page.wait_for_load_state("networkidle")
+            assert no_horizontal_scroll(page), view
+            screenshot(page, f"phone-{view}")
+    finally:
+        context.close()
