@@ -1,9 +1,9 @@
 """The studio in the console, in a real browser: a director builds the face library (save,
 rename, delete) and runs a batch with a saved face, following its progress (the page polls
-the batch) into a gallery of the results and a ZIP of them, then one with a job template;
-each role sees what it may do — an editor submits batches but has no library controls, a
-viewer sees batches and results without any submit or delete control, billing sees usage
-only."""
+the batch) into a gallery of the results and a ZIP of them, then saves a job template and
+runs a batch with it; each role sees what it may do — an editor submits batches and manages
+templates but has no library controls, a viewer sees batches, templates and results without
+any submit or delete control, billing sees usage only."""
 
 from __future__ import annotations
 
@@ -177,16 +177,19 @@ def test_director_builds_the_library_and_runs_a_batch(
     batch = server.get(f"/v1/batches/{batch_id}", director).json()
     assert batch["counts"]["succeeded"] == 3
 
-    # A job template (saved through the API) brings its options and its face.
-    template = httpx.post(
-        f"{server.url}/v1/templates",
-        headers=auth(director),
-        json={"name": "Lead swap", "options": {"processors": ["face_swapper"]}, "faces": ["Lead"]},
-        timeout=30,
+    # A job template saved in the page brings its options and its face to the next batch.
+    page.fill("#template-name", "Lead swap")
+    page.check('input[name="template-face"][value="Lead"]')
+    page.select_option("#template-mode", "many")
+    page.fill("#template-blend", "80")
+    page.click("#save-template")
+    row = page.locator('#template-list .template[data-name="Lead swap"]')
+    expect(row.locator(".template-summary")).to_have_text(
+        "face_swapper · blend 80 % · every face · faces: Lead"
     )
-    assert template.status_code == 201, template.text
-    page.goto(f"{server.url}/#/jobs")  # back to batches: the form reads the templates
-    page.click('#nav a[data-view="batches"]')
+    [template] = server.get("/v1/templates", director).json()
+    assert template["faces"] == ["Lead"]
+    assert template["options"]["processor_options"]["face_swapper"]["blend"] == 0.8
     page.select_option("#batch-template", label="Lead swap (Lead)")
     page.set_input_files("#batch-targets", [str(small_photo(TARGETS[0], tmp_path))])
     page.click("#submit-batch")
@@ -200,7 +203,7 @@ def test_director_builds_the_library_and_runs_a_batch(
         params={"tenant": TENANT, "action": "template.use"},
         timeout=30,
     ).json()["events"]
-    assert [event["target"] for event in uses] == [f"template:{template.json()['id']}"]
+    assert [event["target"] for event in uses] == [f"template:{template['id']}"]
 
 
 def test_each_role_sees_only_what_it_may_do(server: Any, keys: dict[str, str], page: Any) -> None:
@@ -215,6 +218,19 @@ def test_each_role_sees_only_what_it_may_do(server: Any, keys: dict[str, str], p
     page.click('#nav a[data-view="batches"]')
     expect(page.locator("#batch-form-card")).to_be_visible()
     expect(page.locator('input[name="batch-face"][data-name="Casting reference"]')).to_be_visible()
+    # ... and manages job templates: saves one, deletes it in two steps.
+    expect(page.locator("#template-form")).to_be_visible()
+    page.fill("#template-name", "Editor's pick")
+    page.click("#save-template")
+    expect(page.locator('.template[data-name="Editor\'s pick"]')).to_be_visible()
+    expect(page.locator("#batch-template")).to_contain_text("Editor's pick")
+    delete = page.get_by_role("button", name="Delete template Editor's pick")
+    delete.click()
+    delete.click()
+    expect(page.locator('.template[data-name="Editor\'s pick"]')).to_have_count(0)
+    assert "Editor's pick" not in [
+        t["name"] for t in server.get("/v1/templates", keys["editor"]).json()
+    ]
     sign_out(page)
 
     # A viewer: jobs and batches with their results; no submit, no delete, no library.
@@ -224,6 +240,9 @@ def test_each_role_sees_only_what_it_may_do(server: Any, keys: dict[str, str], p
     page.click('#nav a[data-view="batches"]')
     expect(page.locator("#batch-form-card")).to_be_hidden()
     expect(page.locator("#submit-batch")).to_be_hidden()
+    expect(page.locator("#templates-card")).to_be_visible()  # templates to read only
+    expect(page.locator("#template-form")).to_be_hidden()
+    expect(page.locator(".template-delete")).to_have_count(0)
     page.locator("#batch-list .batch button").last.click()
     expect(page.locator("#batch-detail")).to_have_attribute("data-status", "completed")
     expect(page.locator("#batch-gallery img.result-media")).to_have_count(1)

@@ -4,6 +4,7 @@
 
 import { ApiError, api, apiBlob, upload } from "./api.js";
 import { $, announce, flashMessage, formatTime, h, showError } from "./dom.js";
+import { showTemplates } from "./templates.js";
 
 const POLL_MS = 1000;
 const SWAP_OPTIONS = JSON.stringify({ processors: ["face_swapper"] });
@@ -15,12 +16,13 @@ export async function showBatches(identity) {
   me = identity;
   const submitting = can("jobs:write");
   $("#batch-form-card").hidden = !submitting;
-  if (submitting) await fillForm();
+  const faces = can("faces:read") ? await api("/v1/faces/library") : [];
+  if (submitting) await fillForm(faces);
+  await showTemplates(me, faces, async () => { if (submitting) await fillForm(faces); });
   await refreshBatches();
 }
 
-async function fillForm() {
-  const faces = can("faces:read") ? await api("/v1/faces/library") : [];
+async function fillForm(faces) {
   $("#batch-faces-field").hidden = faces.length === 0;
   $("#batch-faces").replaceChildren(...faces.map((face) => h("label", { class: "check" },
     h("input", { type: "checkbox", name: "batch-face", value: face.id, dataset: { name: face.name } }),

@@ -7,6 +7,7 @@ import { initBatches, showBatches } from "./batches.js";
 import { initJobs, showJobs } from "./jobs.js";
 import { initLibrary, showLibrary } from "./library.js";
 import { initSwap, showSwap } from "./swap.js";
+import { initTemplates } from "./templates.js";
 import { showUsage } from "./usage.js";
 
 const VIEWS = ["signin", "swap", "jobs", "batches", "library", "usage", "admin"];
@@ -121,6 +122,7 @@ async function start() {
   initJobs();
   initBatches();
   initLibrary();
+  initTemplates();
   initAdmin();
   const saved = credentials.get();
   if (saved) {
