@@ -48,7 +48,7 @@ async def test_a_long_queue_does_not_starve_another_tenant(make_client: Any) -> 
 
         # Three workers: one more than A may use, so a FIFO queue would hand A's jobs to
         # two of them and B would wait behind all 50 of A's.
-        pool = WorkerPool(
+        pool = WorkerPool.on_database(
             h.state.engine,
             tenant_store_for(h.state.settings),
             WorkerConfig(workers=3, lease_seconds=30, poll_seconds=0.05),

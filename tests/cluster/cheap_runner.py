@@ -10,9 +10,11 @@ the job's terminal status — is the production path.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 import zlib
+from pathlib import Path
 
 from facegate.engine.errors import Cancelled
 from facegate.jobs.tables import Job
@@ -54,7 +56,8 @@ def log_event(event: str, job: Job) -> None:
 
 class CheapRunner:
     """Sleeps ``spec['test_seconds']`` (default 20 ms), honouring cancel, then returns a
-    1x1 PNG."""
+    1x1 PNG. With ``spec['test_scratch']`` it first writes a partial file into a temporary
+    folder, as a video job does with its target copy (left behind if it is killed)."""
 
     def __init__(self, tenant_store: TenantStore) -> None:
         self.tenant_store = tenant_store
@@ -70,6 +73,10 @@ class CheapRunner:
         started = time.perf_counter()
         log_event("start", job)
         seconds = float(job.spec.get("test_seconds", DEFAULT_SECONDS))
+        if job.spec.get("test_scratch"):
+            folder = Path(tempfile.mkdtemp(prefix="facegate-video-"))
+            (folder / "target").write_bytes(b"\0" * 4096)
+            log_event("scratch", job)
         on_progress(0.0, "run")
         if cancel.wait(seconds):
             log_event("cancelled", job)

@@ -61,7 +61,9 @@ def add_tenants(engine: Engine, caps: dict[str, int]) -> None:
             session.add(tenant)
 
 
-def add_jobs(engine: Engine, tenant_id: str, count: int, seconds: float = 0.02) -> list[uuid.UUID]:
+def add_jobs(
+    engine: Engine, tenant_id: str, count: int, seconds: float = 0.02, **spec: object
+) -> list[uuid.UUID]:
     ids = [uuid.uuid4() for _ in range(count)]
     with session_scope_of(engine) as session:
         for job_id in ids:
@@ -71,7 +73,7 @@ def add_jobs(engine: Engine, tenant_id: str, count: int, seconds: float = 0.02) 
                     tenant_id=tenant_id,
                     status="queued",
                     kind="image",
-                    spec={"processors": ["face_swapper"], "test_seconds": seconds},
+                    spec={"processors": ["face_swapper"], "test_seconds": seconds, **spec},
                     inputs=[],
                     created_at=utcnow(),
                 )
@@ -107,6 +109,8 @@ class Cluster:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     #: False: workers run the real engine (EngineRunner) instead of the cheap runner.
     cheap_runner: bool = True
+    #: The processes' temporary directory (TMPDIR), when a test looks into it.
+    tmpdir: Path | None = None
 
     def __post_init__(self) -> None:
         # The installation's signing identity (in a real cluster: the mounted Secret);
@@ -136,6 +140,8 @@ class Cluster:
         )
         if not self.cheap_runner:
             env.pop("FACEGATE_WORKER_RUNNER")
+        if self.tmpdir is not None:
+            env["TMPDIR"] = str(self.tmpdir)
         env.pop("FACEGATE_PORT", None)
         return env
 

@@ -96,7 +96,7 @@ def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine, tmp_path:
         job_id = create_job(session, "a", max_attempts=1).id
     claim = LockingClaimer(db_engine).claim("vanished", lease_seconds=0.01)
     assert claim is not None
-    pool = WorkerPool(
+    pool = WorkerPool.on_database(
         db_engine,
         TenantStore(MemoryStore()),
         WorkerConfig(lease_seconds=0.01),

@@ -4,12 +4,13 @@ The row says who serves which tenants and how busy it is; a row whose heartbeat 
 than a few intervals is marked ``lost`` by any live worker (operators see the crash). The
 jobs such a worker held come back through their own leases (facegate.queue.leases), not
 through this table, so a slow heartbeat can never take a job from a live worker.
+
+The statements are here (the SQL queues run them); :class:`Heartbeat` beats through any
+``JobQueue``.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,15 +20,48 @@ import structlog
 from sqlalchemy import update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from facegate.database import session_scope, utcnow
+from facegate.database import utcnow
 from facegate.jobs.tables import WorkerRecord
+from facegate.queue.port import LOST_AFTER_INTERVALS, JobQueue, WorkerInfo
 
 log = structlog.get_logger("facegate.queue.heartbeat")
 
-# A worker silent for this many heartbeat intervals is reported lost.
-LOST_AFTER_INTERVALS = 3
+
+def register(session: Session, worker: WorkerInfo) -> None:
+    now = utcnow()
+    session.merge(
+        WorkerRecord(
+            id=worker.id,
+            hostname=worker.hostname,
+            pid=worker.pid,
+            tenants=worker.tenants,
+            concurrency=worker.concurrency,
+            status="running",
+            running_jobs=0,
+            started_at=now,
+            heartbeat_at=now,
+        )
+    )
+
+
+def beat(session: Session, worker_id: str, status: str, running_jobs: int) -> bool:
+    """Refresh a worker's row; False when it has none."""
+    updated = session.execute(
+        update(WorkerRecord)
+        .where(WorkerRecord.id == worker_id)
+        .values(heartbeat_at=utcnow(), status=status, running_jobs=running_jobs)
+    )
+    return cast("CursorResult[Any]", updated).rowcount > 0
+
+
+def stopped(session: Session, worker_id: str) -> None:
+    session.execute(
+        update(WorkerRecord)
+        .where(WorkerRecord.id == worker_id)
+        .values(status="stopped", stopped_at=utcnow(), running_jobs=0)
+    )
 
 
 def mark_lost_workers(session: Session, stale_after_seconds: float) -> int:
@@ -47,18 +81,14 @@ class Heartbeat:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
-        worker_id: str,
+        queue: JobQueue,
+        worker: WorkerInfo,
         *,
-        tenants: list[str] | None,
-        concurrency: int,
         running_jobs: Callable[[], int],
         every_seconds: float = 5.0,
     ) -> None:
-        self.sessions = sessions
-        self.worker_id = worker_id
-        self.tenants = tenants
-        self.concurrency = concurrency
+        self.queue = queue
+        self.worker = worker
         self.running_jobs = running_jobs
         self.every_seconds = every_seconds
         self.status = "running"
@@ -67,21 +97,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def register(self) -> None:
-        now = utcnow()
-        with session_scope(self.sessions) as session:
-            session.merge(
-                WorkerRecord(
-                    id=self.worker_id,
-                    hostname=socket.gethostname(),
-                    pid=os.getpid(),
-                    tenants=self.tenants,
-                    concurrency=self.concurrency,
-                    status=self.status,
-                    running_jobs=0,
-                    started_at=now,
-                    heartbeat_at=now,
-                )
-            )
+        self.queue.register_worker(self.worker)
         self.last_beat_ok = True
 
     def start(self) -> None:
@@ -98,21 +114,15 @@ class Heartbeat:
 
     def beat(self) -> None:
         """Refresh this worker's row, and report workers that went silent."""
-        with session_scope(self.sessions) as session:
-            updated = session.execute(
-                update(WorkerRecord)
-                .where(WorkerRecord.id == self.worker_id)
-                .values(heartbeat_at=utcnow(), status=self.status, running_jobs=self.running_jobs())
-            )
-            registered = cast("CursorResult[Any]", updated).rowcount > 0
-            lost = (
-                mark_lost_workers(session, self.every_seconds * LOST_AFTER_INTERVALS)
-                if registered
-                else 0
-            )
-        if not registered:  # registration failed at start (the database was away)
+        lost = self.queue.beat_worker(
+            self.worker.id,
+            status=self.status,
+            running_jobs=self.running_jobs(),
+            stale_after_seconds=self.every_seconds * LOST_AFTER_INTERVALS,
+        )
+        if lost is None:  # registration failed at start (the database was away)
             self.register()
-        if lost:
+        elif lost:
             log.warning("workers.lost", count=lost)
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -120,14 +130,9 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout)
         try:
-            with session_scope(self.sessions) as session:
-                session.execute(
-                    update(WorkerRecord)
-                    .where(WorkerRecord.id == self.worker_id)
-                    .values(status="stopped", stopped_at=utcnow(), running_jobs=0)
-                )
+            self.queue.stop_worker(self.worker.id)
         except Exception:
-            log.warning("heartbeat.final_beat_failed", worker=self.worker_id)
+            log.warning("heartbeat.final_beat_failed", worker=self.worker.id)
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_seconds):

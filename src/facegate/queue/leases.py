@@ -135,9 +135,7 @@ def requeue_expired(session: Session, now: datetime | None = None) -> list[Reape
                 "status": "failed",
                 "finished_at": now,
                 "error_type": "lease-expired",
-                "error_detail": (
-                    f"the worker running this job stopped responding on each of {attempts} attempts"
-                ),
+                "error_detail": lease_expired_detail(attempts),
                 "stage": "failed",
             }
             outcome = "failed"
@@ -153,3 +151,8 @@ def requeue_expired(session: Session, now: datetime | None = None) -> list[Reape
         if result.rowcount:  # type: ignore[attr-defined]
             reaped.append(Reaped(job_id, tenant_id, outcome))
     return reaped
+
+
+def lease_expired_detail(attempts: int) -> str:
+    """Why a job the reaper failed failed."""
+    return f"the worker running this job stopped responding on each of {attempts} attempts"

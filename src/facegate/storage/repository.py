@@ -46,6 +46,15 @@ class StoredObjectRepository:
         )
         return self.session.scalars(stmt).all()
 
+    def known_keys(self, tenant_id: str, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` have a row (the store-vs-ledger reconciliation)."""
+        stmt = (
+            self.readable_statement(tenant_id)
+            .with_only_columns(StoredObject.key)
+            .where(StoredObject.key.in_(list(keys)))
+        )
+        return set(self.session.scalars(stmt))
+
     def add(self, row: StoredObject) -> None:
         self.session.add(row)
 

@@ -13,8 +13,9 @@ from facegate.jobs.runtime import tenant_store_for
 from facegate.models.requests import use_installation_models
 from facegate.provenance.marker import marker_for
 from facegate.queue.claim import JobClaimer, LockingClaimer
-from facegate.queue.notify import listen_locally
+from facegate.queue.outcomes import meter_reaped
 from facegate.queue.postgres import PostgresClaimer, ServedTenants
+from facegate.queue.sql import SqlQueue
 from facegate.state import AppState
 from facegate.worker.pool import WorkerConfig, WorkerPool
 
@@ -44,17 +45,18 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     )
     # The embedded shape makes its signing identity on first start, as it makes its database.
     marker = marker_for(settings.provenance_path, create=True)
-    pool = WorkerPool(
+    # Woken by this process's submissions, which name the database by its settings URL.
+    queue = SqlQueue(
         state.engine,
-        tenant_store_for(settings),
-        config,
-        claimer=served_claimer(state.engine, settings.worker_tenants),
-        marker=marker,
+        served_claimer(state.engine, settings.worker_tenants),
+        on_reaped=meter_reaped(config.device),
+        local_key=settings.database_url,
+    )
+    pool = WorkerPool.on_database(
+        state.engine, tenant_store_for(settings), config, marker=marker, queue=queue
     )
     await anyio.to_thread.run_sync(pool.start)
-    unlisten = listen_locally(settings.database_url, pool.wake)
     try:
         yield pool
     finally:
-        unlisten()
         await anyio.to_thread.run_sync(pool.stop)

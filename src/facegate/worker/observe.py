@@ -1,44 +1,14 @@
-"""What a finished job reports: its metrics and the audit event of its moderation
-decision (``worker.pool`` calls them when it ends a job)."""
+"""What a finished job reports: its metrics (``worker.pool`` calls it when it ends a job;
+the moderation audit is written with the outcome, facegate.queue.outcomes)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-
-from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.jobs.tables import Job
 from facegate.observability import metrics
-from facegate.observability.audit import MODERATION_ALLOWED, MODERATION_REFUSED, record_audit
 from facegate.usage.service import Consumption
-
-#: The actor of moderation events: the service itself, on the tenant's policy.
-MODERATION_ACTOR = "system:moderation"
-
-
-def audit_moderation(
-    session: Session, job: Job, allowed: Sequence[str], refused: str | None = None
-) -> None:
-    """Audit a job's moderation decision (in the transaction that ends the job): what was
-    ``refused`` (the job failed), or what was checked and ``allowed`` (nothing when the
-    tenant's moderation is off)."""
-    if refused is not None:
-        details: dict[str, object] = {"refused": refused, "allowed": list(allowed)}
-        action = MODERATION_REFUSED
-    elif allowed:
-        details, action = {"allowed": list(allowed)}, MODERATION_ALLOWED
-    else:
-        return
-    record_audit(
-        session,
-        MODERATION_ACTOR,
-        action,
-        f"job:{job.id}",
-        {**details, "kind": job.kind},
-        tenant_id=job.tenant_id,
-    )
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

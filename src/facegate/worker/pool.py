@@ -1,10 +1,15 @@
-"""In-process workers: N threads that claim jobs fairly, run them, and record the outcome.
+"""Workers: N threads that claim jobs fairly, run them, and record the outcome.
 
-One maintenance thread renews the leases of the jobs in flight (and passes on cancel
-requests), requeues jobs whose lease expired (a crashed process, a hung worker) and purges
-artifacts past their tenant's retention. At start-up the reaper runs once, so jobs left
-running by a crash go back to the queue as soon as their lease has expired; queued jobs are
-simply claimed again.
+A thread that finds nothing to run claims for itself and for the threads idle beside it in
+one round trip (``JobQueue.claim_many``); the extra claims wait in the pool's hand for
+those threads, their leases renewed like the running ones'. One maintenance thread renews
+the leases of the jobs in hand (and passes on cancel requests), requeues jobs whose lease
+expired (a crashed process, a hung worker) and purges artifacts past their tenant's
+retention. At start-up the reaper runs once, so jobs left running by a crash go back to the
+queue as soon as their lease has expired; queued jobs are simply claimed again.
+
+The pool drives two ports and issues no SQL of its own: the ``JobQueue`` (claim, leases,
+reaper, wake-ups) and ``JobOutcomes`` (the transactions that begin and end a job).
 """
 
 from __future__ import annotations
@@ -14,32 +19,32 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import structlog
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session, sessionmaker
 
-from facegate.database import session_scope, utcnow
 from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineError
 from facegate.errors import ServiceError
-from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
 from facegate.observability.metrics import worker_heartbeat
-from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
-from facegate.queue import leases
-from facegate.queue.claim import Claim, JobClaimer, LockingClaimer
+from facegate.provenance.marker import JobMark, ResultMarker
+from facegate.queue.claim import Claim
+from facegate.queue.outcomes import JobOutcomes, StoredResult, meter_reaped
+from facegate.queue.port import JobQueue
+from facegate.queue.sql import SqlQueue
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
-from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.tables import Policy
-from facegate.usage.service import Consumption, record_job_usage
-from facegate.worker.observe import audit_moderation, observe_finished
+from facegate.usage.service import Consumption
+from facegate.worker.observe import observe_finished
 from facegate.worker.output import JobOutput, JobRunner, ProgressFn
 from facegate.worker.runner import EngineRunner
+from facegate.worker.scratch import ScratchSpace, reclaim
 
 log = structlog.get_logger("facegate.jobs")
 
@@ -55,6 +60,10 @@ class WorkerConfig:
     uses_device: bool = False
     progress_every_seconds: float = 0.2
 
+    @property
+    def device(self) -> str:
+        return "gpu" if self.uses_device else "cpu"
+
 
 @dataclass
 class _InFlight:
@@ -63,37 +72,65 @@ class _InFlight:
 
 
 class WorkerPool:
-    """The embedded shape's workers, started and stopped by the app lifespan (or the CLI)."""
+    """The workers of one process: the embedded shape's (started and stopped by the app
+    lifespan) or a ``facegate worker``'s."""
 
     def __init__(
         self,
+        queue: JobQueue,
+        outcomes: JobOutcomes,
+        config: WorkerConfig | None = None,
+        *,
+        marker: ResultMarker,
+        runner: JobRunner,
+        scratch: ScratchSpace | None = None,
+    ) -> None:
+        self.config = config or WorkerConfig()
+        self.queue = queue
+        # This process's temporary files; opened at start, where the folders of killed
+        # workers are reclaimed (and on each reaper round).
+        self.scratch = scratch or ScratchSpace()
+        self.outcomes = outcomes
+        self.marker = marker  # every result is marked; there is no pool without it
+        self.runner = runner
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._in_flight: dict[uuid.UUID, _InFlight] = {}  # running or in hand
+        self._in_hand: deque[_InFlight] = deque()  # claimed for an idle thread
+        self._idle = 0  # threads waiting for work
+        self._lock = threading.Lock()
+        self._unlisten: Callable[[], None] | None = None
+
+    @classmethod
+    def on_database(
+        cls,
         engine: Engine,
         tenant_store: TenantStore,
         config: WorkerConfig | None = None,
         *,
         marker: ResultMarker,
         runner: JobRunner | None = None,
-        claimer: JobClaimer | None = None,
-    ) -> None:
-        self.config = config or WorkerConfig()
-        self.tenant_store = tenant_store
-        self.marker = marker  # every result is marked; there is no pool without it
-        # Worker transactions write; taking SQLite's write lock at BEGIN avoids the
-        # "database is locked" upgrade failure of deferred transactions under WAL.
-        self.sessions = sessionmaker(
-            bind=engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
+        queue: JobQueue | None = None,
+        scratch: ScratchSpace | None = None,
+    ) -> Self:
+        """A pool on ``engine``'s database: the serialised claim unless ``queue`` says
+        otherwise; jobs the reaper fails are metered in the reaping transaction."""
+        config = config or WorkerConfig()
+        scratch = scratch or ScratchSpace()
+        return cls(
+            queue or SqlQueue(engine, on_reaped=meter_reaped(config.device)),
+            JobOutcomes(engine, tenant_store, marker),
+            config,
+            marker=marker,
+            runner=runner or EngineRunner(tenant_store, scratch=scratch),
+            scratch=scratch,
         )
-        self.runner = runner or EngineRunner(tenant_store)
-        self.claimer = claimer or LockingClaimer(engine)
-        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._stop = threading.Event()
-        self._wake = threading.Condition()
-        self._threads: list[threading.Thread] = []
-        self._in_flight: dict[uuid.UUID, _InFlight] = {}
-        self._lock = threading.Lock()
 
     # lifecycle
     def start(self) -> None:
+        self.scratch.open()
         try:
             self.reap()  # jobs a crashed worker left running go back to the queue at once
         except OperationalError as exc:
@@ -101,6 +138,7 @@ class WorkerPool:
             # and the work loops retry their claims; a worker must not die of it at start.
             log.warning("workers.start_reap_failed", pool=self.name, error=type(exc).__name__)
         self._stop.clear()
+        self._unlisten = self.queue.listen(lambda _tenant: self.wake())
         for number in range(self.config.workers):
             worker_id = f"{self.name}/w{number}"
             self._spawn(self._work_loop, worker_id)
@@ -110,6 +148,9 @@ class WorkerPool:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop claiming, ask running jobs to stop, and wait for the threads."""
         self._stop.set()
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         with self._lock:
             for flight in self._in_flight.values():
                 flight.cancel.set()
@@ -118,6 +159,21 @@ class WorkerPool:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads.clear()
+        self._hand_back()
+        self.scratch.close()
+
+    def _hand_back(self) -> None:
+        """Jobs claimed for threads that will not run them go back to the queue."""
+        while True:
+            with self._lock:
+                if not self._in_hand:
+                    return
+                flight = self._in_hand.popleft()
+                self._in_flight.pop(flight.claim.job_id, None)
+            try:
+                self.queue.release(flight.claim)
+            except Exception:
+                log.warning("job.release_failed", job_id=str(flight.claim.job_id))
 
     def wake(self) -> None:
         """A job was submitted: let an idle worker look now instead of at its next poll."""
@@ -139,7 +195,11 @@ class WorkerPool:
                 worked = False
             if not worked:
                 with self._wake:
-                    self._wake.wait(self.config.poll_seconds)
+                    self._idle += 1
+                    try:
+                        self._wake.wait(self.config.poll_seconds)
+                    finally:
+                        self._idle -= 1
 
     def _maintenance_loop(self, name: str) -> None:
         renew_every = max(0.05, self.config.lease_seconds / 3)
@@ -149,6 +209,7 @@ class WorkerPool:
             try:
                 self.renew_leases()
                 self.reap()
+                reclaim(self.scratch.parent)  # the scratch of workers killed meanwhile
                 if time.monotonic() - last_purge >= self.config.purge_every_seconds:
                     last_purge = time.monotonic()
                     self.purge()
@@ -157,69 +218,71 @@ class WorkerPool:
 
     # one step each; public so tests can drive the pool without threads
     def run_once(self, worker_id: str) -> bool:
-        """Claim one job and run it to a terminal status; False when nothing was claimable."""
-        claim = self.claimer.claim(
-            worker_id, lease_seconds=self.config.lease_seconds, uses_device=self.config.uses_device
-        )
-        if claim is None:
+        """Take one job (in hand, or claimed now) and run it to a terminal status; False
+        when nothing was claimable."""
+        flight = self._next(worker_id)
+        if flight is None:
             return False
-        flight = _InFlight(claim)
-        with self._lock:
-            self._in_flight[claim.job_id] = flight
         try:
             self._process(flight)
         finally:
             with self._lock:
-                self._in_flight.pop(claim.job_id, None)
+                self._in_flight.pop(flight.claim.job_id, None)
         return True
+
+    def _next(self, worker_id: str) -> _InFlight | None:
+        with self._lock:
+            if self._in_hand:
+                return self._in_hand.popleft()
+            idle = self._idle
+        if self._stop.is_set():
+            return None
+        claims = self.queue.claim_many(
+            worker_id,
+            limit=1 + idle,
+            lease_seconds=self.config.lease_seconds,
+            uses_device=self.config.uses_device,
+        )
+        if not claims:
+            return None
+        flights = [_InFlight(claim) for claim in claims]
+        with self._lock:
+            for flight in flights:
+                self._in_flight[flight.claim.job_id] = flight
+            self._in_hand.extend(flights[1:])
+        if len(flights) > 1:
+            self.wake()
+        return flights[0]
 
     def renew_leases(self) -> None:
         with self._lock:
             flights = list(self._in_flight.values())
         for flight in flights:
-            with session_scope(self.sessions) as session:
-                state = leases.renew(
-                    session,
-                    flight.claim.job_id,
-                    flight.claim.lease_owner,
-                    self.config.lease_seconds,
-                )
+            state = self.queue.renew(flight.claim, self.config.lease_seconds)
             if not state.held or state.cancel_requested:
                 flight.cancel.set()
 
     def reap(self) -> None:
         """Requeue jobs whose lease expired; those out of attempts fail, and are metered
         like every finished job (no compute is billed: their worker vanished)."""
-        failed: list[Job] = []
-        nothing = Consumption(compute_seconds=0.0, device=self.device)
-        with session_scope(self.sessions) as session:
-            reaped = self._sweep(session)
-            for item in reaped:
-                log.warning(
-                    "job.lease_expired",
-                    tenant_id=item.tenant_id,
-                    job_id=str(item.job_id),
-                    outcome=item.outcome,
-                )
-                if item.outcome != "failed":
-                    continue
-                job = JobRepository(session).get(item.tenant_id, item.job_id)
-                if job is not None:
-                    record_job_usage(session, job, "failed", nothing)
-                    failed.append(job)
-        for job in failed:
-            observe_finished(job, "failed", nothing)
+        reaped = self.queue.reap()
+        for item in reaped:
+            log.warning(
+                "job.lease_expired",
+                tenant_id=item.tenant_id,
+                job_id=str(item.job_id),
+                outcome=item.outcome,
+            )
+        failed = [item for item in reaped if item.outcome == "failed"]
+        if failed:
+            nothing = Consumption(compute_seconds=0.0, device=self.device)
+            for job in self.outcomes.jobs(failed):
+                observe_finished(job, "failed", nothing)
         if reaped:
             self.wake()
 
-    def _sweep(self, session: Session) -> list[leases.Reaped]:
-        """The expired-lease sweep; the cluster pool's takes a lock shared by all workers."""
-        return leases.requeue_expired(session)
-
     def purge(self) -> int:
-        with session_scope(self.sessions) as session:
-            retention = TenancyRepository(session).retention_days()
-            purged = self.tenant_store.purge_expired(session, utcnow(), retention)
+        purged = self.outcomes.purge()
         if purged:
             log.info("storage.purged", objects=purged)
         return purged
@@ -228,18 +291,15 @@ class WorkerPool:
     def _process(self, flight: _InFlight) -> None:
         claim = flight.claim
         bound = log.bind(tenant_id=claim.tenant_id, job_id=str(claim.job_id), attempt=claim.attempt)
-        with session_scope(self.sessions) as session:
-            job = leases.load_claimed(session, claim.job_id, claim.lease_owner)
-            policy = TenancyRepository(session).get_policy(claim.tenant_id)
-            cancel_requested = bool(job and job.cancel_requested)
-            mark = self.marker.issue(session, job) if job is not None else None
-        if job is None or policy is None or mark is None:
+        started = self.outcomes.start(claim)
+        if started is None:
             bound.warning("job.claim_lost")
             return
-        if cancel_requested:
+        job, policy, mark = started.job, started.policy, started.mark
+        if started.cancel_requested:
             flight.cancel.set()
         bound.info("job.started", worker=claim.lease_owner)
-        started = time.perf_counter()
+        began = time.perf_counter()
         try:
             if flight.cancel.is_set():
                 raise Cancelled("the job was cancelled before it started")
@@ -249,7 +309,7 @@ class WorkerPool:
             if self._stop.is_set():
                 self._release(flight, bound)
             else:
-                self._finish(flight, bound, "cancelled", job=job, began=started, stage="cancelled")
+                self._finish(flight, bound, "cancelled", job=job, began=began, stage="cancelled")
         except (EngineError, ServiceError) as exc:
             # Expected failures say why on the job, with the same type slug an API call gets.
             self._finish(
@@ -257,7 +317,7 @@ class WorkerPool:
                 bound,
                 "failed",
                 job=job,
-                began=started,
+                began=began,
                 refused=exc.what if isinstance(exc, ContentPolicyViolation) else None,
                 error_type=exc.code,
                 error_detail=exc.detail,
@@ -275,7 +335,7 @@ class WorkerPool:
                 bound,
                 "failed",
                 job=job,
-                began=started,
+                began=began,
                 error_type="internal-error",
                 error_detail=f"unexpected {type(exc).__name__} while processing the job",
             )
@@ -284,7 +344,7 @@ class WorkerPool:
                 self._store_result(flight, bound, job, policy, output)
             finally:
                 output.discard()  # a video result's scratch folder, stored or not
-        bound.info("job.done", seconds=round(time.perf_counter() - started, 3))
+        bound.info("job.done", seconds=round(time.perf_counter() - began, 3))
 
     def _progress_fn(self, flight: _InFlight) -> ProgressFn:
         last = [0.0]
@@ -294,10 +354,7 @@ class WorkerPool:
             if now - last[0] < self.config.progress_every_seconds and fraction < 1.0:
                 return
             last[0] = now
-            with session_scope(self.sessions) as session:
-                state = leases.report_progress(
-                    session, flight.claim.job_id, flight.claim.lease_owner, fraction, stage, detail
-                )
+            state = self.queue.report_progress(flight.claim, fraction, stage, detail)
             if not state.held or state.cancel_requested:
                 flight.cancel.set()
             if flight.cancel.is_set():
@@ -324,58 +381,28 @@ class WorkerPool:
         policy: Policy,
         output: JobOutput,
     ) -> None:
-        claim = flight.claim
         # Measured once (a video result's size is a stat of its file): the job row, the usage
         # record and the log line all report the same figures.
         consumption = self._consumption(output)
+        result = StoredResult(
+            name=output.name,
+            data=output.data,
+            content_type=output.content_type,
+            sidecar=output.sidecar,
+            fields={
+                "output_content_type": output.content_type,
+                "result_width": output.width,
+                "result_height": output.height,
+                "result_bytes": consumption.output_bytes,
+                "result_pixels": consumption.output_pixels,
+                "result_frames": output.frames,
+                "compute_seconds": output.compute_seconds,
+                "models_used": dict(output.models_used) or None,
+            },
+            moderated=output.moderated,
+        )
         try:
-            with session_scope(self.sessions) as session:
-                # Same key on every attempt: a re-run overwrites, never duplicates.
-                self.tenant_store.put(
-                    session,
-                    tenant_id=claim.tenant_id,
-                    kind="outputs",
-                    job_id=claim.job_id,
-                    name=output.name,
-                    data=output.data,
-                    content_type=output.content_type,
-                    quota_bytes=policy.storage_quota_bytes,
-                )
-                if output.sidecar is not None:
-                    self.tenant_store.put(
-                        session,
-                        tenant_id=claim.tenant_id,
-                        kind="outputs",
-                        job_id=claim.job_id,
-                        name=SIDECAR_NAME,
-                        data=output.sidecar,
-                        content_type="application/c2pa",
-                        quota_bytes=policy.storage_quota_bytes,
-                    )
-                done = leases.finish(
-                    session,
-                    claim.job_id,
-                    claim.lease_owner,
-                    "succeeded",
-                    stage="done",
-                    progress=1.0,
-                    outputs=[output.name] + ([SIDECAR_NAME] if output.sidecar else []),
-                    output_content_type=output.content_type,
-                    result_width=output.width,
-                    result_height=output.height,
-                    result_bytes=consumption.output_bytes,
-                    result_pixels=consumption.output_pixels,
-                    result_frames=output.frames,
-                    compute_seconds=output.compute_seconds,
-                    models_used=dict(output.models_used) or None,
-                )
-                if not done:
-                    raise _LeaseLost
-                record_job_usage(session, job, "succeeded", consumption)
-                audit_moderation(session, job, output.moderated)
-        except _LeaseLost:
-            bound.warning("job.lease_lost_before_finish")
-            return
+            done = self.outcomes.succeed(flight.claim, job, policy, result, consumption)
         except StorageQuotaExceeded as exc:
             self._finish(
                 flight,
@@ -396,6 +423,9 @@ class WorkerPool:
                 error_detail=type(exc).__name__,
             )
             return
+        if not done:
+            bound.warning("job.lease_lost_before_finish")
+            return
         observe_finished(job, "succeeded", consumption)
         bound.info(
             "job.succeeded",
@@ -407,7 +437,7 @@ class WorkerPool:
 
     @property
     def device(self) -> str:
-        return "gpu" if self.config.uses_device else "cpu"
+        return self.config.device
 
     def _consumption(self, output: JobOutput) -> Consumption:
         return Consumption(
@@ -437,14 +467,7 @@ class WorkerPool:
             compute_seconds=time.perf_counter() - began if began is not None else 0.0,
             device=self.device,
         )
-        with session_scope(self.sessions) as session:
-            done = leases.finish(
-                session, flight.claim.job_id, flight.claim.lease_owner, status, **values
-            )
-            if done and job is not None:
-                record_job_usage(session, job, status, consumption)
-                if refused is not None:  # content moderation refused an input or the output
-                    audit_moderation(session, job, (), refused)
+        done = self.outcomes.end(flight.claim, job, status, consumption, refused=refused, **values)
         if done:
             if job is not None:
                 observe_finished(job, status, consumption)
@@ -455,10 +478,5 @@ class WorkerPool:
     def _release(self, flight: _InFlight, bound: structlog.typing.FilteringBoundLogger) -> None:
         # Shutting down: the job goes back to the queue for the next start (or another
         # process), rather than being reported as cancelled by its owner.
-        with session_scope(self.sessions) as session:
-            released = leases.release(session, flight.claim.job_id, flight.claim.lease_owner)
+        released = self.queue.release(flight.claim)
         bound.info("job.released", released=released)
-
-
-class _LeaseLost(Exception):
-    """The job was taken from this worker before it could record the result."""

@@ -9,7 +9,10 @@ stops claiming, lets the jobs in hand finish within a grace period and hands bac
 from __future__ import annotations
 
 import importlib
+import os
 import signal
+import socket
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -18,19 +21,17 @@ from types import FrameType
 import structlog
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
-from facegate.database import create_engine_from_url, prepare_schema, session_scope
+from facegate.database import create_engine_from_url, prepare_schema
 from facegate.jobs.runtime import tenant_store_for
 from facegate.models.requests import use_installation_models
 from facegate.observability.logging import configure_logging
 from facegate.provenance.marker import marker_for
-from facegate.queue import leases
-from facegate.queue.claim import JobClaimer, LockingClaimer
 from facegate.queue.heartbeat import Heartbeat
-from facegate.queue.notify import ANY_TENANT, QueueListener
-from facegate.queue.postgres import PostgresClaimer, ServedTenants
-from facegate.queue.reaper import reap_expired_leases
+from facegate.queue.outcomes import meter_reaped
+from facegate.queue.port import WorkerInfo
+from facegate.queue.postgres import ServedTenants
+from facegate.queue.sql import PostgresQueue, SqlQueue
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
 from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
@@ -38,6 +39,7 @@ from facegate.worker.output import JobRunner
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.probes import ProbeServer
 from facegate.worker.runner import EngineRunner
+from facegate.worker.scratch import ScratchSpace
 
 log = structlog.get_logger("facegate.worker")
 
@@ -55,20 +57,20 @@ class WorkerOptions:
     probe_port: int | None = None
 
 
-def make_claimer(engine: Engine, served: ServedTenants) -> JobClaimer:
-    """The cluster claim on PostgreSQL; on SQLite the serialised claim (one machine)."""
+def make_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
+    """The cluster queue on PostgreSQL; on SQLite the serialised claim (one machine)."""
     if engine.dialect.name == "postgresql":
-        return PostgresClaimer(engine, served)
+        return PostgresQueue(engine, served, on_reaped=meter_reaped(device))
     if served.tenants is not None:
         raise ValueError("dedicated workers (--tenants) need PostgreSQL")
-    return LockingClaimer(engine)
+    return SqlQueue(engine, on_reaped=meter_reaped(device))
 
 
-def load_runner(target: str | None, tenant_store: TenantStore) -> JobRunner:
+def load_runner(target: str | None, tenant_store: TenantStore, scratch: ScratchSpace) -> JobRunner:
     """The engine runner, or ``module:factory`` called with the TenantStore (a plug-in
     runner: another engine build, or the cheap runner the queue's acceptance tests use)."""
     if target is None:
-        return EngineRunner(tenant_store)
+        return EngineRunner(tenant_store, scratch=scratch)
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)
     runner: JobRunner = factory(tenant_store)
@@ -76,10 +78,7 @@ def load_runner(target: str | None, tenant_store: TenantStore) -> JobRunner:
 
 
 class ClusterWorkerPool(WorkerPool):
-    """WorkerPool with the cross-worker reaper and a graceful drain."""
-
-    def _sweep(self, session: Session) -> list[leases.Reaped]:
-        return reap_expired_leases(session)
+    """WorkerPool with a graceful drain (the queue brings the cross-worker reaper)."""
 
     def running_jobs(self) -> int:
         with self._lock:
@@ -108,8 +107,7 @@ class ClusterWorkerPool(WorkerPool):
         with self._lock:
             stuck = [flight.claim for flight in self._in_flight.values()]
         for claim in stuck:  # a runner that ignored the cancel: hand its job back anyway
-            with session_scope(self.sessions) as session:
-                leases.release(session, claim.job_id, claim.lease_owner)
+            self.queue.release(claim)
             log.warning("job.released_on_exit", tenant_id=claim.tenant_id, job_id=str(claim.job_id))
 
 
@@ -162,31 +160,30 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         poll_seconds=settings.job_poll_seconds,
         uses_device=options.uses_device,
     )
-    pool = ClusterWorkerPool(
+    queue = make_queue(engine, options.served, config.device)
+    scratch = ScratchSpace()
+    pool = ClusterWorkerPool.on_database(
         engine,
         tenant_store,
         config,
         # A cluster worker signs with the installation's mounted Secret; without it, it
         # does not start (ProvenanceUnavailable names the folder).
         marker=marker_for(settings.provenance_path),
-        runner=load_runner(options.runner, tenant_store),
-        claimer=make_claimer(engine, options.served),
+        runner=load_runner(options.runner, tenant_store, scratch),
+        queue=queue,
+        scratch=scratch,
     )
     served = options.served.tenants
-    heartbeat = Heartbeat(
-        pool.sessions,
-        pool.name,
+    worker = WorkerInfo(
+        id=pool.name,
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
         tenants=sorted(served) if served is not None else None,
         concurrency=options.concurrency,
-        running_jobs=pool.running_jobs,
-        every_seconds=options.heartbeat_seconds,
     )
-
-    def on_queued(tenant: str) -> None:
-        if served is None or tenant == ANY_TENANT or tenant in served:
-            pool.wake()
-
-    listener = QueueListener(engine.url, on_queued) if engine.dialect.name == "postgresql" else None
+    heartbeat = Heartbeat(
+        queue, worker, running_jobs=pool.running_jobs, every_seconds=options.heartbeat_seconds
+    )
     # Webhooks go out from the shared workers only: a tenant's dedicated worker (its own
     # namespace and network) never sends another tenant's messages.
     webhooks = (
@@ -218,10 +215,11 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     signal.signal(signal.SIGINT, on_signal)
     heartbeat.start()
     pool.start()
+    # Everything this process writes to the temporary directory (a plug-in runner's files,
+    # probes) goes into its scratch folder, reclaimed if the process is killed.
+    tempfile.tempdir = str(scratch.path)
     if webhooks is not None:
         webhooks.start()
-    if listener is not None:
-        listener.start()
     if probes is not None:
         probes.start()
     log.info(
@@ -239,8 +237,6 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     finally:
         if webhooks is not None:
             webhooks.stop()
-        if listener is not None:
-            listener.stop()
         heartbeat.stop()
         if probes is not None:
             probes.stop()

@@ -21,6 +21,7 @@ from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
+from facegate.worker.scratch import ScratchSpace
 from facegate.worker.video_runner import run_video_job
 
 if TYPE_CHECKING:
@@ -42,13 +43,17 @@ class EngineRunner:
     ``jobs.video_runner``)."""
 
     def __init__(
-        self, tenant_store: TenantStore, source_cache: SourceFaceCache | None = None
+        self,
+        tenant_store: TenantStore,
+        source_cache: SourceFaceCache | None = None,
+        scratch: ScratchSpace | None = None,
     ) -> None:
         self.tenant_store = tenant_store
         # Shared by the jobs this runner runs: a batch's items (one source, many targets)
         # analyse their source once. Keys hold the tenant: no tenant learns from the
         # timing whether another one used the same image.
         self.source_cache = source_cache or SourceFaceCache()
+        self.scratch = scratch or ScratchSpace()  # unopened: the temporary directory itself
 
     def run(
         self,
@@ -60,7 +65,14 @@ class EngineRunner:
     ) -> JobOutput:
         if job.kind == "video":
             return run_video_job(
-                self.tenant_store, job, policy, cancel, on_progress, mark, self.source_cache
+                self.tenant_store,
+                job,
+                policy,
+                cancel,
+                on_progress,
+                mark,
+                self.scratch,
+                self.source_cache,
             )
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)

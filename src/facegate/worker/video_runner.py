@@ -9,7 +9,6 @@ fails, else by the worker once the result is stored (``JobOutput.discard``).
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JobModeration
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
+from facegate.worker.scratch import ScratchSpace
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
@@ -91,10 +91,12 @@ def run_video_job(
     cancel: threading.Event,
     on_progress: ProgressFn,
     mark: JobMark,
+    scratch: ScratchSpace,
     source_cache: SourceFaceCache | None = None,
 ) -> JobOutput:
     """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput; the
-    sources analysed through the runner's ``source_cache``)."""
+    sources analysed through the runner's ``source_cache``); its files live in the worker's
+    ``scratch`` space."""
     started = time.perf_counter()
     spec = PipelineSpec.model_validate(job.spec)
     check_spec_allowed(spec, policy)  # the policy may have changed since submission
@@ -103,7 +105,7 @@ def run_video_job(
     sources: list[LoadedImage] = []
     source_keys: list[tuple[str, str]] = []
     input_bytes = 0
-    folder = Path(tempfile.mkdtemp(prefix="facegate-video-"))
+    folder = scratch.job_folder("facegate-video-")
     try:
         target = folder / "target"
         for name in job.inputs:

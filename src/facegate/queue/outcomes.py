@@ -1,0 +1,236 @@
+"""The transactions that begin and end a claimed job: the queue's lease guard together with
+what must be written in the same transaction.
+
+- ``start``: the claimed job, its tenant's policy and its provenance mark, read and issued
+  together (None when the claim was lost meanwhile);
+- ``succeed``: the result's objects stored under the tenant's prefix, the job finished, its
+  usage record and moderation audit — all or nothing;
+- ``end``: a job that ran without a result (failed, cancelled) finished and metered;
+- ``meter_reaped``: the usage record of each job the reaper failed, in the reaping
+  transaction (``SqlQueue(on_reaped=...)``);
+- ``purge``: artifacts past each tenant's retention, and objects a killed process left
+  without a ledger row.
+
+The worker pool calls these and the ``JobQueue`` port; it issues no SQL of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from facegate.database import session_scope, utcnow
+from facegate.jobs.repository import JobRepository
+from facegate.jobs.tables import Job
+from facegate.observability.audit import MODERATION_ALLOWED, MODERATION_REFUSED, record_audit
+from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
+from facegate.queue import leases
+from facegate.queue.claim import Claim
+from facegate.queue.leases import Reaped
+from facegate.queue.sql import OnReaped
+from facegate.storage.tenant import TenantStore
+from facegate.tenancy.repository import TenancyRepository
+from facegate.tenancy.tables import Policy
+from facegate.usage.service import Consumption, record_job_usage
+
+#: The actor of moderation events: the service itself, on the tenant's policy.
+MODERATION_ACTOR = "system:moderation"
+
+
+@dataclass(frozen=True)
+class StartedJob:
+    """A claimed job as its run needs it."""
+
+    job: Job
+    policy: Policy
+    mark: JobMark
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """What a successful run leaves: the result (bytes, or a file for a video), the C2PA
+    sidecar where the format cannot embed one, the job's result fields, the moderation
+    checks that passed."""
+
+    name: str
+    data: bytes | Path
+    content_type: str
+    sidecar: bytes | None
+    fields: dict[str, Any]
+    moderated: Sequence[str]
+
+
+class JobOutcomes:
+    """The worker's transactions on jobs, stored objects, usage and audit."""
+
+    def __init__(self, engine: Engine, tenant_store: TenantStore, marker: ResultMarker) -> None:
+        # Worker transactions write; taking SQLite's write lock at BEGIN avoids the
+        # "database is locked" upgrade failure of deferred transactions under WAL.
+        self.sessions = sessionmaker(
+            bind=engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
+        )
+        self.tenant_store = tenant_store
+        self.marker = marker
+        # Objects without a ledger row at the last purge (deleted if still so at the next).
+        self._orphan_suspects: set[str] = set()
+
+    def start(self, claim: Claim) -> StartedJob | None:
+        with session_scope(self.sessions) as session:
+            job = leases.load_claimed(session, claim.job_id, claim.lease_owner)
+            policy = TenancyRepository(session).get_policy(claim.tenant_id)
+            if job is None or policy is None:
+                return None
+            mark = self.marker.issue(session, job)
+            return StartedJob(job, policy, mark, bool(job.cancel_requested))
+
+    def succeed(
+        self,
+        claim: Claim,
+        job: Job,
+        policy: Policy,
+        result: StoredResult,
+        consumption: Consumption,
+    ) -> bool:
+        """Store and finish; False (nothing recorded) when the lease was lost. Storage
+        errors (quota, backend) propagate, the transaction rolled back."""
+        try:
+            self._succeed(claim, job, policy, result, consumption)
+        except _LeaseLost:
+            return False
+        return True
+
+    def _succeed(
+        self,
+        claim: Claim,
+        job: Job,
+        policy: Policy,
+        result: StoredResult,
+        consumption: Consumption,
+    ) -> None:
+        with session_scope(self.sessions) as session:
+            # Same key on every attempt: a re-run overwrites, never duplicates.
+            self._put(session, claim, policy, result.name, result.data, result.content_type)
+            outputs = [result.name]
+            if result.sidecar is not None:
+                self._put(session, claim, policy, SIDECAR_NAME, result.sidecar, "application/c2pa")
+                outputs.append(SIDECAR_NAME)
+            done = leases.finish(
+                session,
+                claim.job_id,
+                claim.lease_owner,
+                "succeeded",
+                stage="done",
+                progress=1.0,
+                outputs=outputs,
+                **result.fields,
+            )
+            if not done:
+                raise _LeaseLost
+            record_job_usage(session, job, "succeeded", consumption)
+            audit_moderation(session, job, result.moderated)
+
+    def _put(
+        self,
+        session: Session,
+        claim: Claim,
+        policy: Policy,
+        name: str,
+        data: bytes | Path,
+        content_type: str,
+    ) -> None:
+        self.tenant_store.put(
+            session,
+            tenant_id=claim.tenant_id,
+            kind="outputs",
+            job_id=claim.job_id,
+            name=name,
+            data=data,
+            content_type=content_type,
+            quota_bytes=policy.storage_quota_bytes,
+        )
+
+    def end(
+        self,
+        claim: Claim,
+        job: Job | None,
+        status: str,
+        consumption: Consumption,
+        *,
+        refused: str | None = None,
+        **values: object,
+    ) -> bool:
+        """Finish a job without a result, metered in the same transaction (status says how
+        it ended); False when the lease was lost."""
+        with session_scope(self.sessions) as session:
+            done = leases.finish(session, claim.job_id, claim.lease_owner, status, **values)
+            if done and job is not None:
+                record_job_usage(session, job, status, consumption)
+                if refused is not None:  # content moderation refused an input or the output
+                    audit_moderation(session, job, (), refused)
+        return done
+
+    def jobs(self, reaped: Sequence[Reaped]) -> list[Job]:
+        """The rows of reaped jobs (after the reaping commit, for their metrics)."""
+        with session_scope(self.sessions, read_only=True) as session:
+            found = (JobRepository(session).get(r.tenant_id, r.job_id) for r in reaped)
+            return [job for job in found if job is not None]
+
+    def purge(self) -> int:
+        """Delete artifacts past their tenant's retention, and the objects a killed process
+        left without a ledger row (seen on two purges in a row); how many in all."""
+        with session_scope(self.sessions) as session:
+            retention = TenancyRepository(session).retention_days()
+            expired = self.tenant_store.purge_expired(session, utcnow(), retention)
+            orphans, self._orphan_suspects = self.tenant_store.sweep_orphans(
+                session, sorted(retention), self._orphan_suspects
+            )
+        return expired + orphans
+
+
+def meter_reaped(device: str) -> OnReaped:
+    """The reaper's hook: a job failed for want of a live worker is metered like every
+    finished job, with no compute billed (its worker vanished), in the reaping transaction."""
+    nothing = Consumption(compute_seconds=0.0, device=device)
+
+    def meter(session: Session, reaped: list[Reaped]) -> None:
+        for item in reaped:
+            if item.outcome != "failed":
+                continue
+            job = JobRepository(session).get(item.tenant_id, item.job_id)
+            if job is not None:
+                record_job_usage(session, job, "failed", nothing)
+
+    return meter
+
+
+def audit_moderation(
+    session: Session, job: Job, allowed: Sequence[str], refused: str | None = None
+) -> None:
+    """Audit a job's moderation decision (in the transaction that ends the job): what was
+    ``refused`` (the job failed), or what was checked and ``allowed`` (nothing when the
+    tenant's moderation is off)."""
+    if refused is not None:
+        details: dict[str, object] = {"refused": refused, "allowed": list(allowed)}
+        action = MODERATION_REFUSED
+    elif allowed:
+        details, action = {"allowed": list(allowed)}, MODERATION_ALLOWED
+    else:
+        return
+    record_audit(
+        session,
+        MODERATION_ACTOR,
+        action,
+        f"job:{job.id}",
+        {**details, "kind": job.kind},
+        tenant_id=job.tenant_id,
+    )
+
+
+class _LeaseLost(Exception):
+    """The job was taken from this worker before it could record the result."""

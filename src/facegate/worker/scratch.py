@@ -1,0 +1,114 @@
+"""Scratch space that outlives no worker: every worker process keeps its temporary files
+(a video job's target copy and partial result, probes) in one folder of its own, held by an
+exclusive ``flock`` for the life of the process.
+
+A process killed outright (SIGKILL, the OOM killer) cannot delete its folder, but the
+kernel drops its lock. :func:`reclaim` deletes every folder whose lock can be taken — its
+owner is gone — and is run when a worker starts and on each reaper round, so repeated kills
+on big videos no longer fill the temporary directory (an ``emptyDir`` that survives
+container restarts in the manifests). The lock, unlike a pid, cannot be mistaken for a
+live process after a container restart reuses the pid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("facegate.worker.scratch")
+
+PREFIX = "facegate-scratch-"
+LOCK_NAME = ".owner"
+#: A folder without its lock file yet is left alone this long (its owner may be creating it).
+UNLOCKED_GRACE_SECONDS = 60.0
+
+
+class ScratchSpace:
+    """One worker process's scratch folder under ``parent`` (the temporary directory)."""
+
+    def __init__(self, parent: Path | None = None) -> None:
+        self.parent = Path(parent or tempfile.gettempdir())
+        self._path: Path | None = None
+        self._lock_fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            raise RuntimeError("the scratch space is not open")
+        return self._path
+
+    @property
+    def is_open(self) -> bool:
+        return self._path is not None
+
+    def open(self) -> Path:
+        """Make and lock this process's folder (reclaiming the dead ones first)."""
+        if self._path is not None:
+            return self._path
+        self.parent.mkdir(parents=True, exist_ok=True)
+        reclaim(self.parent)
+        path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=self.parent))
+        fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._path, self._lock_fd = path, fd
+        log.info("scratch.opened", path=str(path))
+        return path
+
+    def job_folder(self, prefix: str) -> Path:
+        """A fresh folder for one job's files: inside this process's folder when open,
+        else in the temporary directory (a runner used outside a worker)."""
+        parent = self._path if self._path is not None else None
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+    def close(self) -> None:
+        """Delete this process's folder (a clean stop)."""
+        if self._path is None:
+            return
+        shutil.rmtree(self._path, ignore_errors=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._path, self._lock_fd = None, None
+
+
+def reclaim(parent: Path) -> list[Path]:
+    """Delete the scratch folders under ``parent`` whose owner process is gone."""
+    removed: list[Path] = []
+    try:
+        folders = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir()]
+    except OSError:
+        return removed
+    for folder in folders:
+        if _owner_gone(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if removed:
+        log.warning("scratch.reclaimed", folders=[str(p) for p in removed])
+    return removed
+
+
+def _owner_gone(folder: Path) -> bool:
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR)
+    except FileNotFoundError:
+        # Made but not locked yet (its owner is in open()), or the owner died in between.
+        try:
+            age = time.time() - folder.stat().st_mtime
+        except OSError:
+            return False
+        return age > UNLOCKED_GRACE_SECONDS
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # held: its owner is alive
+    finally:
+        os.close(fd)  # closing drops the lock we may have taken
+    return True
