@@ -315,13 +315,18 @@ def main() -> int:
         print(f"  facegate batch / one at a time = {fair / single:.2f}")
         idle = fairness(engine, url, "fair", 0, QUIET_SAMPLES, BATCH)
         busy = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES, BATCH)
+        idle_one = fairness(engine, url, "fair", 0, QUIET_SAMPLES, 1)
+        busy_one = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES, 1)
         fifo_busy = fairness(engine, url, "fifo", NOISY_JOBS, 1)
         print(f"quiet tenant's queue wait (median), noisy tenant with {NOISY_JOBS} queued")
         print(f"  idle system, fair claim, batch {BATCH}: {idle:8.1f} ms")
         ratio = f"{busy / idle:.2f}x idle; target <= 1.2x"
         print(f"  noisy, fair claim, batch {BATCH}      : {busy:8.1f} ms   ({ratio})")
+        print(f"  idle system, fair claim, one at a time: {idle_one:8.1f} ms")
+        ratio_one = f"{busy_one / idle_one:.2f}x idle"
+        print(f"  noisy, fair claim, one at a time      : {busy_one:8.1f} ms   ({ratio_one})")
         fifo_ratio = f"{fifo_busy / idle:.0f}x idle"
-        print(f"  noisy, plain FIFO               : {fifo_busy:8.1f} ms   ({fifo_ratio})")
+        print(f"  noisy, plain FIFO                     : {fifo_busy:8.1f} ms   ({fifo_ratio})")
     finally:
         engine.dispose()
         drop_schema(schema)

@@ -17,6 +17,7 @@ from facegate.batches.repository import BatchRepository
 from facegate.batches.tables import Batch, BatchItem
 from facegate.database import utcnow
 from facegate.errors import InvalidInput, NotFound
+from facegate.jobs.policy import JobOptions
 from facegate.jobs.service import JobService, Submission, Submitted, check_same_request
 from facegate.jobs.tables import Job
 from facegate.library.schemas import JobSources
@@ -34,7 +35,7 @@ class BatchSubmission:
     actor: str
     sources: list[bytes]
     targets: list[bytes]
-    options: str | None
+    options: JobOptions  # parsed and allowed at the door: once for all the batch's jobs
     consent: str | None = None
     library: JobSources | None = None
     face_ids: list[uuid.UUID] = field(default_factory=list)
@@ -45,7 +46,7 @@ class BatchSubmission:
     def fingerprint(self) -> str:
         """sha256 over the options, consent, saved faces named and each input's sha256."""
         digest = hashlib.sha256()
-        for part in (self.options or "", self.consent or "", *map(str, self.face_ids)):
+        for part in (self.options.text or "", self.consent or "", *map(str, self.face_ids)):
             digest.update(hashlib.sha256(part.encode()).digest())
         for data in (*self.sources, b"|", *self.targets):
             digest.update(hashlib.sha256(data).digest())

@@ -3,10 +3,12 @@ anything is stored) and again by the worker (the policy may have changed meanwhi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import Forbidden, InvalidInput
+from facegate.jobs.options import parse_options
 from facegate.tenancy.tables import Policy, fits_resolution
 
 
@@ -60,3 +62,20 @@ def check_output_resolution(spec: PipelineSpec, policy: Policy, width: int, heig
             limit="max_output_resolution",
             limit_value=policy.max_output_resolution,
         )
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """A job's options as sent (``text``: the Idempotency-Key fingerprint hashes it) and as
+    parsed (``spec``), allowed by the tenant's plan. Made only by :func:`allowed_options`,
+    at the door, so the services downstream neither parse nor check them again."""
+
+    text: str | None
+    spec: PipelineSpec
+
+
+def allowed_options(text: str | None, policy: Policy) -> JobOptions:
+    """Parse ``text`` (422 when malformed) and check it against ``policy`` (403)."""
+    spec = parse_options(text)
+    check_spec_allowed(spec, policy)
+    return JobOptions(text, spec)

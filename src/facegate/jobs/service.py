@@ -18,8 +18,8 @@ from facegate.consent.service import ConsentService
 from facegate.engine.image import ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import InvalidInput, NotFound, QuotaExceeded
-from facegate.jobs.options import parse_options, validate_processors
-from facegate.jobs.policy import check_output_resolution, check_spec_allowed
+from facegate.jobs.options import validate_processors
+from facegate.jobs.policy import JobOptions, check_output_resolution
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
 from facegate.jobs.video import check_video_target, input_content_type, is_video
@@ -42,7 +42,7 @@ class Submission:
     tenant_id: str
     sources: list[bytes]
     target: bytes
-    options: str | None
+    options: JobOptions  # parsed and allowed by the plan at the door (allowed_options)
     idempotency_key: str | None = None
     written: list[str] = field(default_factory=list)
     # The ``consent`` form field (consent.schemas) and who submits it (the audit's actor).
@@ -81,7 +81,7 @@ def request_fingerprint(request: Submission) -> str:
     """sha256 over what the client sent: the options text, the consent field and each
     input's sha256, in order (sources, then the target)."""
     digest = hashlib.sha256()
-    for part in (request.options or "", request.consent or ""):
+    for part in (request.options.text or "", request.consent or ""):
         digest.update(hashlib.sha256(part.encode()).digest())
     for input_digest in request.input_digests:
         digest.update(input_digest)
@@ -126,8 +126,7 @@ class JobService:
                 return Submitted(earlier, created=False)
 
         # 1. everything that needs no storage, cheapest first
-        spec = parse_options(request.options)
-        check_spec_allowed(spec, policy)
+        spec = request.options.spec
         validate_processors(spec)
         if not 1 <= len(request.sources) <= MAX_SOURCES and "face_swapper" in spec.processors:
             raise InvalidInput(

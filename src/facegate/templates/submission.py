@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from facegate.engine.modelstore.store import ModelStore
-from facegate.jobs.options import parse_options
-from facegate.jobs.policy import check_spec_allowed
+from facegate.jobs.policy import JobOptions, allowed_options
 from facegate.jobs.service import MAX_SOURCES
 from facegate.library.schemas import JobSources
 from facegate.library.service import LibraryService
@@ -30,7 +29,7 @@ class SubmissionInputs:
     """The checked options and the sources a submission names, and the policy they meet."""
 
     policy: Policy
-    options: str | None
+    options: JobOptions  # parsed and allowed here, once
     face_ids: list[uuid.UUID]
     library: JobSources | None  # the saved faces as sources; None when they are uploaded
     template: TemplateUse | None
@@ -56,10 +55,9 @@ def resolve_inputs(
         )
         options, face_ids = used.options, used.face_ids or face_ids
     policy = TenancyService(session).get_policy(principal.tenant_id)
-    spec = parse_options(options)
-    check_spec_allowed(spec, policy)
-    check_spec_installed(spec, principal.tenant_id, models)
+    checked = allowed_options(options, policy)
+    check_spec_installed(checked.spec, principal.tenant_id, models)
     library = LibraryService(session, store).sources_for(
         principal, face_ids, uploaded=uploaded, max_faces=MAX_SOURCES
     )
-    return SubmissionInputs(policy, options, list(face_ids), library, used)
+    return SubmissionInputs(policy, checked, list(face_ids), library, used)
