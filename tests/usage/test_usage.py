@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -114,3 +116,24 @@ def test_export_to_a_file_says_where_and_refuses_a_backwards_range(
     backwards = runner.invoke(main, [*args, "--from", "2025-03-02", "--to", "2025-03-01"])
     assert backwards.exit_code == 2
     assert "--to must be after --from" in backwards.output
+
+
+def test_export_to_a_reader_that_stops_early_ends_quietly(database: Any) -> None:
+    """``facegate usage export ... | head -3`` (the docs' example): the reader closes the
+    pipe after a few lines; the export stops there, exit status 0, no traceback."""
+    with session_scope(create_session_factory(database.engine)) as session:
+        for _ in range(400):  # ~250 KB of NDJSON: more than a pipe holds
+            record_job_usage(session, make_job("acme"), "succeeded", consumption(10), DAY1)
+    command = [sys.executable, "-c", "from facegate.cli import main; main()", "usage", "export"]
+    command += ["--database-url", database.url, "--format", "ndjson", "-o", "-"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # as head does after its lines
+    errors = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(timeout=120) == 0, errors
+    assert json.loads(first)["subject"] == "acme"
+    assert "Traceback" not in errors
+    assert "BrokenPipe" not in errors

@@ -3,6 +3,8 @@ FACEGATE_DATABASE_URL), for a billing system (OpenMeter, Lago) or a spreadsheet.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
@@ -55,11 +57,22 @@ def export(
     start, end = window(start, end)
     source = load_settings(database_url).usage_event_source
     counted = _Counter()
-    with click.open_file(output, "w", encoding="utf-8", atomic=output != "-") as stream:
-        with transaction(database_url) as session:
-            records = UsageRepository(session).iter_records(tenant_id, start, end)
-            for chunk in export_lines(counted(records), fmt, source):  # type: ignore[arg-type]
-                stream.write(chunk)
+    try:
+        with click.open_file(output, "w", encoding="utf-8", atomic=output != "-") as stream:
+            with transaction(database_url) as session:
+                records = UsageRepository(session).iter_records(tenant_id, start, end)
+                for chunk in export_lines(counted(records), fmt, source):  # type: ignore[arg-type]
+                    stream.write(chunk)
+            stream.flush()
+    except BrokenPipeError:
+        if output != "-":
+            raise
+        # The reader stopped early (`... | head -3`): it has what it wanted. Standard output
+        # goes to /dev/null so the interpreter's last flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return
     where = "standard output" if output == "-" else output
     scope = f"tenant {tenant_id}" if tenant_id else "all tenants"
     span = f"from {_when(start, 'the first')} to {_when(end, 'now')}"
