@@ -8,7 +8,8 @@
    autocommit psycopg connections, the way ``PostgresClaimer`` runs its claim.
 2. The peers on the same server in the same run (benchmarks/queue_peers.py): PgQueuer at
    batch_size BATCH and at its default 10, and Procrastinate, with as many worker processes;
-   facegate's batched fair claim as a ratio to each.
+   facegate's batched fair claim as a ratio to each. The batched runs alternate for ROUNDS
+   rounds and the medians are compared (a shared machine's load swings run to run).
 3. Fairness: a quiet tenant's queue wait (created -> claimed) on an idle system, then while a
    noisy tenant has 10,000 jobs queued — with the batched fair claim and with plain FIFO.
 
@@ -43,6 +44,8 @@ BASE_URL = os.environ.get(
 )
 WORKERS = 4
 THROUGHPUT_JOBS = 8000  # ~8 s per run: worker start-up skew stays a small share
+BATCH_JOBS = 20_000  # the batched claims and PgQueuer run ~10x faster: longer runs
+ROUNDS = 3  # the batched runs alternate (facegate, PgQueuer 100, PgQueuer 10); medians
 PROCRASTINATE_JOBS = 3000  # one fetch and one finish per job: the slowest by far
 BATCH = 100  # jobs per claim round trip (PgQueuer's batch_size in the comparison)
 # The throughput tenants' caps (8 x 64 = 512 concurrent) are checked on every claim but
@@ -213,11 +216,13 @@ def queued(engine: Engine) -> int:
         )
 
 
-def throughput(engine: Engine, url: str, kind: str, batch: int = 1) -> float:
+def throughput(
+    engine: Engine, url: str, kind: str, batch: int = 1, jobs: int = THROUGHPUT_JOBS
+) -> float:
     tenants = {f"t{i}": THROUGHPUT_CAP for i in range(THROUGHPUT_TENANTS)}
     reset(engine, tenants)
     for tenant in tenants:
-        add_jobs(engine, tenant, THROUGHPUT_JOBS // len(tenants))
+        add_jobs(engine, tenant, jobs // len(tenants))
     settle(engine)
     procs, stop = start_workers(url, kind, batch, 0.0)
     time.sleep(0.2)
@@ -233,9 +238,9 @@ def throughput(engine: Engine, url: str, kind: str, batch: int = 1) -> float:
             )
         ).one()
     # The figure only counts if every job ran, and ran once (no claim was handed out twice).
-    if done != THROUGHPUT_JOBS or not once:
-        raise SystemExit(f"{kind}: {done} of {THROUGHPUT_JOBS} jobs succeeded, once: {once}")
-    return THROUGHPUT_JOBS / (last - first).total_seconds()
+    if done != jobs or not once:
+        raise SystemExit(f"{kind}: {done} of {jobs} jobs succeeded, once: {once}")
+    return jobs / (last - first).total_seconds()
 
 
 def quiet_waits(engine: Engine, samples: int, timeout: float = 120.0) -> list[float]:
@@ -295,14 +300,19 @@ def main() -> int:
     schema, url = make_schema()
     engine = create_engine_from_url(url)
     try:
-        fair = throughput(engine, url, "fair", BATCH)
+        rounds: dict[str, list[float]] = {"fair": [], "pgq": [], "pgq10": []}
+        for _ in range(ROUNDS):
+            rounds["fair"].append(throughput(engine, url, "fair", BATCH, BATCH_JOBS))
+            rounds["pgq"].append(pgqueuer_rate(BASE_URL, BATCH_JOBS, WORKERS, BATCH))
+            rounds["pgq10"].append(pgqueuer_rate(BASE_URL, BATCH_JOBS, WORKERS, 10))
+        fair, pgq, pgq_default = (statistics.median(r) for r in rounds.values())
         single = throughput(engine, url, "fair", 1)
         fifo = throughput(engine, url, "fifo")
-        pgq = pgqueuer_rate(BASE_URL, THROUGHPUT_JOBS, WORKERS, BATCH)
-        pgq_default = pgqueuer_rate(BASE_URL, THROUGHPUT_JOBS, WORKERS, 10)
         procrastinate = procrastinate_rate(BASE_URL, PROCRASTINATE_JOBS, WORKERS)
         caps = f"{THROUGHPUT_TENANTS} tenants x cap {THROUGHPUT_CAP}"
         print(f"claims/s, {WORKERS} worker processes, no-op jobs, PostgreSQL")
+        for name, values in rounds.items():
+            print(f"  ({name}: {', '.join(f'{v:.0f}' for v in values)} in {ROUNDS} rounds)")
         print(f"  facegate fair claim, batch {BATCH} ({caps}): {fair:8.0f} /s")
         print(f"  facegate fair claim, one at a time      : {single:8.0f} /s")
         print(f"  plain FIFO, caps off, one at a time     : {fifo:8.0f} /s")

@@ -3,15 +3,16 @@
 Each peer gets a private schema, the same number of no-op jobs and the same number of
 worker processes as facegate's claim; a worker process runs the peer's own worker until
 its queue is empty (PgQueuer ``mode=drain``, Procrastinate ``wait=False``). The figure is
-jobs / (last worker done - first job started), the way facegate's is measured from its
-jobs' first claim to their last finish. Neither peer has per-tenant caps or fairness.
+jobs / (last job recorded done - first job taken), from the peer's own log in the database
+(PgQueuer's ``pgqueuer_log``, Procrastinate's ``procrastinate_events``), the way facegate's
+is measured from its jobs' ``started_at`` and ``finished_at``: the workers' start-up and
+shutdown are not counted. Neither peer has per-tenant caps or fairness.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
-import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -47,20 +48,18 @@ class Schema:
             conn.execute(f"DROP SCHEMA {self.name} CASCADE")
 
 
-def run_workers(target: Callable[..., None], args: tuple[Any, ...], workers: int) -> float:
-    """Start ``workers`` processes, release them together; the run's (first start, last
-    end) from their reports, as jobs per second is computed by the caller."""
+def run_workers(target: Callable[..., None], args: tuple[Any, ...], workers: int) -> None:
+    """Start ``workers`` processes, release them together, wait until each has drained."""
     ready = mp.Barrier(workers + 1)
     results: Any = mp.Queue()
     procs = [mp.Process(target=target, args=(*args, ready, results)) for _ in range(workers)]
     for proc in procs:
         proc.start()
     ready.wait()
-    spans = [results.get(timeout=600) for _ in procs]
+    for _ in procs:
+        results.get(timeout=600)
     for proc in procs:
         proc.join(30)
-    starts = [start for start, _ in spans if start is not None]
-    return max(end for _, end in spans) - min(starts)
 
 
 # PgQueuer ---------------------------------------------------------------------------------
@@ -80,12 +79,10 @@ async def _pgqueuer_work(url: str, schema: str, batch_size: int, ready: Any, res
 
     connection = await asyncpg.connect(libpq(url), server_settings={"search_path": schema})
     manager = QueueManager(Queries(AsyncpgDriver(connection)))
-    first: list[float] = []
 
     @manager.entrypoint("noop")
     async def noop(job: Job) -> None:
-        if not first:
-            first.append(time.time())
+        return None
 
     ready.wait()
     await manager.run(
@@ -93,7 +90,7 @@ async def _pgqueuer_work(url: str, schema: str, batch_size: int, ready: Any, res
         mode=QueueExecutionMode.drain,
         dequeue_timeout=timedelta(seconds=1),
     )
-    results.put((first[0] if first else None, time.time()))
+    results.put("drained")
     await connection.close()
 
 
@@ -116,12 +113,17 @@ def pgqueuer_rate(base: str, jobs: int, workers: int, batch_size: int) -> float:
     """PgQueuer's no-op jobs per second at ``batch_size`` (its dequeue batch)."""
     with Schema(base, "bench_pgq") as schema:
         asyncio.run(_pgqueuer_fill(base, schema.name, jobs))
-        seconds = run_workers(_pgqueuer_worker, (base, schema.name, batch_size), workers)
+        run_workers(_pgqueuer_worker, (base, schema.name, batch_size), workers)
         with psycopg.connect(schema.url) as conn:
             left = conn.execute("SELECT count(*) FROM pgqueuer").fetchone()
-        if left is None or left[0] != 0:
-            raise SystemExit(f"pgqueuer: {left} jobs left in the queue")
-    return jobs / seconds
+            first, last, done = conn.execute(
+                "SELECT min(created) FILTER (WHERE status = 'picked'), "
+                "max(created) FILTER (WHERE status = 'successful'), "
+                "count(*) FILTER (WHERE status = 'successful') FROM pgqueuer_log"
+            ).fetchone() or (None, None, 0)
+        if left is None or left[0] != 0 or done != jobs:
+            raise SystemExit(f"pgqueuer: {left} jobs left in the queue, {done} successful")
+    return jobs / (last - first).total_seconds()
 
 
 # Procrastinate ----------------------------------------------------------------------------
@@ -139,17 +141,15 @@ def _procrastinate_worker(url: str, ready: Any, results: Any) -> None:
 
 async def _procrastinate_work(url: str, ready: Any, results: Any) -> None:
     app = _procrastinate_app(url)
-    first: list[float] = []
 
     @app.task(name="noop")
     async def noop() -> None:
-        if not first:
-            first.append(time.time())
+        return None
 
     async with app.open_async():
         ready.wait()
         await app.run_worker_async(wait=False, install_signal_handlers=False)
-    results.put((first[0] if first else None, time.time()))
+    results.put("drained")
 
 
 async def _procrastinate_fill(url: str, jobs: int) -> None:
@@ -172,11 +172,13 @@ def procrastinate_rate(base: str, jobs: int, workers: int) -> float:
         asyncio.run(_procrastinate_fill(schema.url, jobs))
         with psycopg.connect(schema.url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
-        seconds = run_workers(_procrastinate_worker, (schema.url,), workers)
+        run_workers(_procrastinate_worker, (schema.url,), workers)
         with psycopg.connect(schema.url) as conn:
-            done = conn.execute(
-                "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
-            ).fetchone()
-        if done is None or done[0] != jobs:
+            first, last, done = conn.execute(
+                "SELECT min(at) FILTER (WHERE type = 'started'), "
+                "max(at) FILTER (WHERE type = 'succeeded'), "
+                "count(*) FILTER (WHERE type = 'succeeded') FROM procrastinate_events"
+            ).fetchone() or (None, None, 0)
+        if done != jobs:
             raise SystemExit(f"procrastinate: {done} of {jobs} jobs succeeded")
-    return jobs / seconds
+    return jobs / (last - first).total_seconds()

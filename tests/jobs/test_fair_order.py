@@ -32,7 +32,7 @@ from facegate.queue.fairness import (
 from facegate.queue.postgres import PostgresClaimer, claim_function_sql
 from facegate.tenancy.tables import Policy, Tenant
 
-MIGRATION = "facegate.migrations.versions.0017_claim_batch"
+MIGRATION = "facegate.migrations.versions.0018_claim_batch_by_key"
 
 
 def test_the_migrated_claim_function_is_the_rendered_fair_order() -> None:

@@ -70,7 +70,7 @@ class ServedTenants:
 
 
 # The PL/pgSQL claim, rendered from facegate.queue.fairness so the order has one definition;
-# migration 0017_claim_batch installs this text (frozen there; tests/jobs/test_fair_order.py
+# migration 0018_claim_batch_by_key installs this text (frozen there; tests/jobs/test_fair_order.py
 # fails when the two differ). PL/pgSQL takes a fresh snapshot for each statement of a
 # VOLATILE function, so the claim statement, run after the tenants' advisory locks are
 # granted, sees every earlier claim of those tenants: a lock is released only when its
@@ -152,7 +152,7 @@ BEGIN
     -- of a tenant happens under its lock), take at most its free slots of its queue, and
     -- merge the tenants' queues in fair order.
     RETURN QUERY
-    WITH load AS (
+    WITH load AS MATERIALIZED (
         SELECT l.tenant_id,
             (SELECT count(*) FROM jobs r
               WHERE r.tenant_id = l.tenant_id AND r.status = 'running') AS running,
@@ -173,19 +173,19 @@ BEGIN
             LIMIT greatest(0, least(p_limit, load.max_concurrent_jobs - load.running,
                 CASE WHEN p_uses_device THEN load.device_limit - load.devices ELSE p_limit END))
         ) q
-    ), chosen AS (
+    ), chosen AS MATERIALIZED (
         SELECT queued.* FROM queued
         ORDER BY {fair_order_queued}
         LIMIT p_limit
-    ), pick AS (
-        SELECT j.id FROM jobs j JOIN chosen ON chosen.id = j.id
-        WHERE j.status = 'queued'
-        FOR UPDATE OF j SKIP LOCKED
     ), claimed AS (
+        -- By primary key (= ANY of an array): a join here would scan the whole table.
         UPDATE jobs AS u SET status = 'running', attempts = u.attempts + 1,
             lease_owner = p_owner, lease_expires_at = p_expires, heartbeat_at = p_now,
             started_at = p_now, progress = 0, stage = 'claimed', holds_device = p_uses_device
-        FROM pick WHERE u.id = pick.id
+        WHERE u.id = ANY (ARRAY(
+            SELECT j.id FROM jobs j
+            WHERE j.id = ANY (ARRAY(SELECT chosen.id FROM chosen)) AND j.status = 'queued'
+            FOR UPDATE OF j SKIP LOCKED))
         RETURNING u.id, u.tenant_id, u.attempts
     )
     SELECT claimed.id, claimed.tenant_id::text, claimed.attempts
