@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/engine_bench.py [--repeat 15]
 
 Targets on the 2-core development machine (issue 2): one face ≤ 35 ms, six faces ≤ 120 ms.
-The one-face frame is measured again with the swap as it was before issue 16 (identity).
+The one-face frame is measured again with the target's outline kept (``keep_outline``) and with
+the swap as it was before issue 16 (identity).
 The baseline is ENGINE-NOTES' prototype analysis set-up (tiles always at full size, mesh
 crops of 384 px) measured in the same run, plus the prototype's swap time as recorded there
 (10-22 ms per face; its code is not kept, so that part is a constant).
@@ -104,6 +105,9 @@ def main() -> None:
     six = at_1080p(load_image_file(FACES / "group_6_faces_insightface_t1.jpg", limits).frame)
     bench("one face", pipeline, source, one, args.repeat)
     bench("six faces", pipeline, source, six, args.repeat)
+    # The target's outline kept (no displaced region around the face), in the same run.
+    kept = Pipeline(PipelineSpec(processor_options={"face_swapper": {"keep_outline": True}}))
+    bench("one face", kept, source, one, args.repeat, label="keep_outline")
     # The swap as it was before issue 16 (mesh_warp.BEFORE_IDENTITY), in the same run.
     register_swap_backend("mesh_warp_before_identity", before_identity_backend)
     before = Pipeline(

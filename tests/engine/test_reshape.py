@@ -105,8 +105,9 @@ def test_the_region_around_a_moved_outline_follows_it(meshes: dict[str, FloatArr
     target = meshes[TARGET]
     moved = reshaped_points(meshes[NARROW], target, 1.0, outline=1.0)
     shape = (frame.shape[0], frame.shape[1])
-    field = displacement_field(target, moved, shape, margin=40.0)
-    assert field is not None
+    displacement = displacement_field(target, moved, shape, margin=40.0)
+    assert displacement is not None
+    field = displacement.field(shape)
     # At the oval's landmarks the field is their shift (the output there shows the input at
     # the landmark's old place), and nothing moves on the region's border.
     for index in mesh.FACE_OVAL:
@@ -116,9 +117,12 @@ def test_the_region_around_a_moved_outline_follows_it(meshes: dict[str, FloatArr
             assert np.linalg.norm(field[y, x] - shift) < 1.0, index
     border = np.concatenate([field[0], field[-1], field[:, 0], field[:, -1]])
     assert np.abs(border).max() == 0.0
-    out = displaced(np.asarray(frame, np.uint8), field)
+    out = displaced(np.asarray(frame, np.uint8), displacement)
     assert np.array_equal(out[0], frame[0])
     assert np.abs(out.astype(int) - frame.astype(int)).mean() > 0.1
+    # At half the size (the working scale) the shifts are halved with it.
+    half = displacement.field((shape[0] // 2, shape[1] // 2))
+    assert abs(float(np.abs(half).max()) - 0.5 * float(np.abs(field).max())) < 0.5
     # The same mesh without the outline's shift: no field, nothing to warp.
     assert displacement_field(target, reshaped_points(meshes[NARROW], target), shape, 40.0) is None
 

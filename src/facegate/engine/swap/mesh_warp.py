@@ -136,7 +136,6 @@ class _TargetSide:
     mask: FloatArray
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
     reshaped: Frame | None  # the target warped onto the reshaped mesh (None: not reshaped)
-    base: Frame  # the full-size region the face is blended into (its outline moved or not)
 
 
 class MeshWarpBackend:
@@ -248,30 +247,31 @@ class MeshWarpBackend:
             moved = reshaped_points(source_state.shape, target_shape, self.tuning.reshape, outline)
             points = (moved * factors).astype(np.float32)
 
+        # A moved outline: the region around the face follows it (swap.outline). The spline is
+        # solved here (a fraction of a millisecond); the full-size region is displaced by the
+        # caller after its warp, the working-scale one in the target side.
+        displacement = None
+        if outline > 0.0 and points is not unmoved:
+            lo, hi = full_points[:, :2].min(axis=0), full_points[:, :2].max(axis=0)
+            margin = float(min(lo.min(), full_shape[1] - hi[0], full_shape[0] - hi[1]))
+            displacement = displacement_field(full_points, moved, full_shape, max(margin, 2.0))
+        scaled = shape != full_shape
+        # The region the face is blended into; at full size it is the target side's too.
+        base = full_target
+        if displacement is not None and not scaled:
+            base = displaced(full_target, displacement)
+
         def target_side() -> _TargetSide:
-            target = base = full_target
-            # A moved outline: the region around the face follows it (swap.outline).
-            field = None
-            if outline > 0.0 and points is not unmoved:
-                lo = full_points[:, :2].min(axis=0)
-                hi = full_points[:, :2].max(axis=0)
-                margin = float(min(lo.min(), full_shape[1] - hi[0], full_shape[0] - hi[1]))
-                field = displacement_field(full_points, moved, full_shape, max(margin, 2.0))
-            if field is not None:
-                base = displaced(full_target, field)
-            small_base = base
-            if shape != full_shape:
+            target, background = full_target, base
+            if scaled:
                 target = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA))
-                if field is not None:
-                    small_base = np.asarray(cv2.resize(base, size, interpolation=cv2.INTER_AREA))
-                else:
-                    small_base = target
+                background = target if displacement is None else displaced(target, displacement)
             # Reshaped: the target's own eyes, mouth and shading follow the new mesh; outside
             # the mesh the region is the displaced one (or, with the outline kept, unmoved).
             reshaped = (
                 None
                 if points is unmoved
-                else reshaped_target(target, unmoved, points, raster, small_base)
+                else reshaped_target(target, unmoved, points, raster, background)
             )
             if reshaped is not None:
                 target = reshaped
@@ -294,7 +294,7 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(keep, mask, shading, reshaped, base)
+            return _TargetSide(keep, mask, shading, reshaped)
 
         raster = mesh_raster(points, shape)  # shared by both warps onto the mesh
         helper = self._helper_pool()
@@ -315,6 +315,8 @@ class MeshWarpBackend:
             source_pixels = source_detail if options.match_lighting else source_image
             fill_eyes(warp.image, warp.coverage, source_pixels, source_points, points, which)
         # Not started yet (the helper is busy with other swaps): do it here instead.
+        if displacement is not None and scaled:  # the full-size region, while the helper works
+            base = displaced(full_target, displacement)
         side = target_side() if pending is None or pending.cancel() else pending.result()
         stage("warp")
 
@@ -340,16 +342,16 @@ class MeshWarpBackend:
             face = feather_blend(face, side.reshaped, side.keep, 1.0)
         stage("colour")
 
-        if shape != full_shape:
+        if scaled:
             full_size = (full_shape[1], full_shape[0])
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
             mask = np.asarray(
                 cv2.resize(mask, full_size, interpolation=cv2.INTER_LINEAR), np.float32
             )
         if options.mask == "poisson":
-            blended = poisson_blend(side.base, face, mask, options.blend)
+            blended = poisson_blend(base, face, mask, options.blend)
         else:
-            blended = feather_blend(side.base, face, mask, options.blend)
+            blended = feather_blend(base, face, mask, options.blend)
         frame[y0:y1, x0:x1] = blended  # in place: the caller owns the frame (SwapBackend)
         stage("blend")
         if timings is not None:

@@ -18,6 +18,8 @@ spline at the oval's vertices).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -55,12 +57,31 @@ def _border_anchors(shape: tuple[int, int]) -> npt.NDArray[np.float64]:
     return np.concatenate([top, bottom, left, right])
 
 
+@dataclass(frozen=True)
+class Displacement:
+    """Backward shifts over a region of ``shape`` (height, width), on the coarse grid: the
+    output pixel ``q`` shows the input at ``q - shift(q)`` (:func:`field` enlarges them)."""
+
+    coarse: npt.NDArray[np.float32]  # (grid rows, grid columns, 2), pixels of ``shape``
+    shape: tuple[int, int]
+
+    def field(self, shape: tuple[int, int]) -> npt.NDArray[np.float32]:
+        """(H, W, 2) shifts for the same region at another size (the working scale): the
+        grid's nodes sit at cell centres, so one bilinear enlargement serves every size."""
+        h, w = shape
+        scale = (w / self.shape[1], h / self.shape[0])
+        coarse = self.coarse
+        if scale != (1.0, 1.0):
+            coarse = np.asarray(coarse * np.array(scale, np.float32), np.float32)
+        return np.asarray(cv2.resize(coarse, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
+
+
 def displacement_field(
     points: FloatArray, moved: FloatArray, shape: tuple[int, int], margin: float
-) -> npt.NDArray[np.float32] | None:
-    """(H, W, 2) backward shifts: the output pixel ``q`` shows the input at ``q - field[q]``
-    (``points`` → ``moved``, landmarks in the region's pixels). None where the oval does not
-    move. ``margin``: pixels between the face and the region's border (the taper's room)."""
+) -> Displacement | None:
+    """The shifts that take the region's ``points`` to ``moved`` (landmarks in the region's
+    pixels, ``shape`` its size). None where the oval does not move. ``margin``: pixels
+    between the face and the region's border (the taper's room)."""
     index = np.concatenate([mesh.FACE_OVAL, _INNER])
     shifts = (moved[index, :2] - points[index, :2]).astype(np.float64)
     if float(np.abs(shifts[: len(mesh.FACE_OVAL)]).max()) < MIN_SHIFT:
@@ -79,9 +100,9 @@ def displacement_field(
     system[n + 1 :, :n] = centres.T
     rhs = np.zeros((n + 3, 2))
     rhs[:n] = values
-    try:
-        coefficients = np.linalg.solve(system, rhs)
-    except np.linalg.LinAlgError:
+    # OpenCV's LU: numpy's solve of this ~75x75 system costs ~40x more (BLAS threads).
+    solved, coefficients = cv2.solve(system, rhs, flags=cv2.DECOMP_LU)
+    if not solved:
         return None
     h, w = shape
     # Grid nodes at the centres of cv2.resize's cells, so its bilinear enlargement
@@ -105,13 +126,13 @@ def displacement_field(
     taper[[0, -1], :] = 0.0
     taper[:, [0, -1]] = 0.0
     coarse = (field.reshape(gh, gw, 2) * taper[..., None]).astype(np.float32)
-    return np.asarray(cv2.resize(coarse, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
+    return Displacement(coarse, shape)
 
 
-def displaced(image: Frame, field: npt.NDArray[np.float32]) -> Frame:
-    """``image`` warped by ``displacement_field``'s backward shifts."""
+def displaced(image: Frame, displacement: Displacement) -> Frame:
+    """``image`` (the region, at any size) warped by the displacement's backward shifts."""
     h, w = image.shape[:2]
-    shift_x, shift_y = cv2.split(field)
+    shift_x, shift_y = cv2.split(displacement.field((h, w)))
     map_x = np.arange(w, dtype=np.float32)[None, :] - shift_x
     map_y = np.arange(h, dtype=np.float32)[:, None] - shift_y
     return np.asarray(

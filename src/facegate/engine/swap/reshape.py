@@ -156,15 +156,17 @@ def reshaped_points(
 def _fade(local: npt.NDArray[np.float64], outline: float = 0.0) -> npt.NDArray[np.float64]:
     """Per landmark, how much of the shift it takes: ``outline`` on the face oval, 0 above
     the trimmed forehead, 1 well inside the face (smooth in between)."""
-    eye_gap = float(np.linalg.norm(local[33, :2] - local[263, :2]))
-    oval = local[mesh.FACE_OVAL, :2]
-    gaps = np.linalg.norm(local[:, None, :2] - oval[None, :, :], axis=2).min(axis=1) / eye_gap
-    fade = np.clip((gaps - FADE_START) / (FADE_FULL - FADE_START), 0.0, 1.0)
     # Up is -y in the frontal frame; the mask keeps FOREHEAD_KEPT of brow → top.
     brows = local[np.concatenate([mesh.LEFT_BROW, mesh.RIGHT_BROW]), 1].min()
     top = local[mesh.FOREHEAD_TOP, 1]
     edge = brows + FOREHEAD_KEPT * (top - brows)
     forehead = np.clip((local[:, 1] - edge) / max(brows - edge, 1e-6), 0.0, 1.0)
+    if outline >= 1.0:  # the oval moves fully: no fade towards it
+        return np.asarray(forehead, np.float64)
+    eye_gap = float(np.linalg.norm(local[33, :2] - local[263, :2]))
+    oval = local[mesh.FACE_OVAL, :2]
+    gaps = np.linalg.norm(local[:, None, :2] - oval[None, :, :], axis=2).min(axis=1) / eye_gap
+    fade = np.clip((gaps - FADE_START) / (FADE_FULL - FADE_START), 0.0, 1.0)
     smooth = (outline + (1.0 - outline) * fade * fade * (3 - 2 * fade)) * forehead
     return np.asarray(smooth, np.float64)
 
