@@ -11,7 +11,13 @@ from facegate.engine.swap.blend import feather_blend
 from facegate.engine.swap.color import is_grayscale
 from facegate.engine.swap.geometry import rasterise_ids, signed_areas, triangle_affines
 from facegate.engine.swap.masks import face_mask, keep_mask, openness, trimmed_oval
-from facegate.engine.swap.symmetry import MIRROR_TRIANGLE, choose_mirrored
+from facegate.engine.swap.symmetry import (
+    MIRROR_TRIANGLE,
+    UNUSABLE,
+    choose_mirrored,
+    usable_triangles,
+)
+from facegate.engine.swap.warp import warp_face
 from facegate.engine.types import Face
 
 
@@ -77,6 +83,27 @@ def test_choose_mirrored_only_where_source_is_poor_and_target_sees_it() -> None:
     target = good.copy()
     target[tri] = 0.1  # the target is turned the same way: keep the source's own texture
     assert not choose_mirrored(source, target)[tri]
+
+
+def test_triangles_a_turned_source_does_not_show_stay_uncovered() -> None:
+    # A triangle poor in the source and in its mirror (a profile's nose side) is not
+    # textured when the warp is asked for a least quality; by default everything is.
+    good = np.ones(len(mesh.TRIANGLES), np.float32)
+    points = synthetic_face()
+    image = np.full((400, 400, 3), 200, np.uint8)
+    drawn = np.unique(warp_face(image, points, good, points, (400, 400)).ids)
+    tri = int(next(t for t in drawn if t >= 0 and MIRROR_TRIANGLE[t] >= 0))
+    source = good.copy()
+    source[tri] = source[MIRROR_TRIANGLE[tri]] = 0.05
+    mirrored = choose_mirrored(source, good)
+    assert not usable_triangles(source, mirrored, UNUSABLE)[tri]
+    assert usable_triangles(source, mirrored, UNUSABLE).sum() == len(good) - 2
+    shown = warp_face(image, points, source, points, (400, 400))
+    kept = warp_face(image, points, source, points, (400, 400), least_quality=UNUSABLE)
+    assert (shown.ids == tri).any()
+    assert not (kept.ids == tri).any()
+    assert kept.coverage.sum() < shown.coverage.sum()
+    assert (kept.coverage == (kept.ids >= 0)).all()
 
 
 def test_face_mask_trims_forehead_and_stays_in_oval() -> None:

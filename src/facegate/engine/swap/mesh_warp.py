@@ -37,7 +37,7 @@ from facegate.engine.swap.masks import face_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.outline import displaced, displacement_field
 from facegate.engine.swap.reshape import Shape, face_shape, reshaped_points, reshaped_target
-from facegate.engine.swap.symmetry import triangle_quality
+from facegate.engine.swap.symmetry import UNUSABLE, triangle_quality
 from facegate.engine.swap.warp import mesh_raster, warp_face
 from facegate.engine.types import Face, Frame
 
@@ -309,6 +309,7 @@ class MeshWarpBackend:
             points,
             shape,
             raster,
+            UNUSABLE if source_state.shape.trust <= 0.0 else 0.0,
         )
         if eyes:
             which = agreeing_eyes(source_points, points)

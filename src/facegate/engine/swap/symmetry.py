@@ -21,6 +21,11 @@ from facegate.engine.swap.geometry import FloatArray, IntArray, facing_cosines, 
 #: source's own foreshortened texture is the right one).
 POOR_QUALITY = 0.35
 MARGIN = 0.25
+#: For a source turned too far to trust its proportions (``reshape.NO_POSE``): below this
+#: quality, in the source or (where chosen) its mirror, a triangle is not textured at all. A
+#: face turned past ~50° shows neither its far side nor its nose's, and stretching the sliver
+#: it has broke the target's nose. (A frontal face's outline folds are as poor, but real.)
+UNUSABLE = 0.15
 
 
 def _mirror_triangle_index(triangles: IntArray, mirror: IntArray) -> IntArray:
@@ -63,3 +68,13 @@ def source_vertices(source_points: FloatArray, mirrored: npt.NDArray[np.bool_]) 
     direct = source_points[:, :2][TRIANGLES]
     flipped = source_points[:, :2][MIRROR[TRIANGLES]]
     return np.where(mirrored[:, None, None], flipped, direct).astype(np.float32)
+
+
+def usable_triangles(
+    source_quality: FloatArray, mirrored: npt.NDArray[np.bool_], least: float = UNUSABLE
+) -> npt.NDArray[np.bool_]:
+    """Triangles whose texture (the source's own, or its mirror where ``mirrored``) the
+    source shows at ``least`` this well."""
+    mirror_quality = source_quality[np.maximum(MIRROR_TRIANGLE, 0)]
+    chosen = np.where(mirrored, mirror_quality, source_quality)
+    return np.asarray(chosen >= least, np.bool_)

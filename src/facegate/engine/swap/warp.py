@@ -23,7 +23,7 @@ from facegate.engine.swap.geometry import (
     signed_areas,
     triangle_affines,
 )
-from facegate.engine.swap.symmetry import choose_mirrored, source_vertices
+from facegate.engine.swap.symmetry import choose_mirrored, source_vertices, usable_triangles
 
 
 @dataclass(frozen=True)
@@ -85,13 +85,16 @@ def warp_face(
     target_points: FloatArray,
     shape: tuple[int, int],
     raster: MeshRaster | None = None,
+    least_quality: float = 0.0,
 ) -> WarpResult:
     """Map ``source`` (with its landmarks) onto ``target_points`` in a region of ``shape``.
 
     ``source`` is any 1- to 6-channel image (the uint8 face, or its float detail layer);
     ``target_points`` are in the region's coordinates; ``source_quality`` is the per-triangle
     visibility of the source (``symmetry.triangle_quality``), used for the pose fill (None:
-    no pose fill); ``raster`` is ``mesh_raster(target_points, shape)`` when already made.
+    no pose fill); ``raster`` is ``mesh_raster(target_points, shape)`` when already made;
+    triangles whose texture's quality (own or mirrored) is under ``least_quality`` are left
+    uncovered.
     """
     raster = raster or mesh_raster(target_points, shape)
     x0, y0, x1, y1 = raster.window
@@ -107,6 +110,12 @@ def warp_face(
         source_vertices(source_points, mirrored),
     )
     covered = ids_window >= 0
+    if source_quality is not None and least_quality > 0.0:
+        # Triangles the source shows neither directly nor mirrored (a profile's far side and
+        # nose) are not textured: the pixels below stay the target's.
+        usable = usable_triangles(source_quality, mirrored, least_quality)
+        if not usable.all():
+            covered &= usable[np.maximum(ids_window, 0)]
     # One coefficient table per affine term, with an extra last row that sends uncovered
     # pixels to (-1, -1) (outside the source: BORDER_CONSTANT). Six contiguous gathers and
     # in-place arithmetic run ~2x faster than gathering (H, W, 2, 3) blocks.
@@ -127,6 +136,6 @@ def warp_face(
     image = np.zeros(shape + source.shape[2:], source.dtype)
     image[y0:y1, x0:x1] = warped.reshape(window + source.shape[2:])
     ids = np.full(shape, -1, np.int32)
-    ids[y0:y1, x0:x1] = ids_window
+    ids[y0:y1, x0:x1] = np.where(covered, ids_window, -1)
     coverage = ids >= 0
     return WarpResult(image=image, coverage=coverage, ids=ids, mirrored=mirrored)
