@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from facegate.allocator import tune_allocator
+from facegate.engine.runtime import EngineRuntime
 from facegate.settings import Settings
 
 #: The face photos of ../shared/data/faces (see their SOURCES.md), beside this checkout.
@@ -23,6 +24,12 @@ def like_a_facegate_process(default_allocator: bool = False) -> str:
         return "allocator: glibc defaults (--default-allocator)"
     tuned = tune_allocator()
     return f"allocator: {'tuned as in facegate processes' if tuned else 'defaults (no glibc)'}"
+
+
+def engine_runtime(models_dir: Path = Path("var/models")) -> EngineRuntime:
+    """The engine as a facegate process builds it: the built-in models, and any installed
+    in ``models_dir`` (the embedded shape's default folder)."""
+    return EngineRuntime.create(models_dir)
 
 
 def bench_settings(tmp: Path, **overrides: Any) -> Settings:

@@ -20,11 +20,14 @@ import time
 import cv2
 import numpy as np
 
-from benchkit import FACES, like_a_facegate_process
+from benchkit import FACES, engine_runtime, like_a_facegate_process
 from facegate.engine.faces import AnalyserOptions, FaceAnalyser
 from facegate.engine.image import ImageLimits, load_image_file
+from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.pipeline import Pipeline, PipelineSpec
-from facegate.engine.swap.backend import SwapBackend, register_swap_backend
+from facegate.engine.processors.face_swapper import FaceSwapper
+from facegate.engine.processors.registry import ProcessorRegistry
+from facegate.engine.swap.backend import SwapBackend
 from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend
 from facegate.engine.types import Frame
 
@@ -43,8 +46,15 @@ def at_1080p(frame: Frame) -> Frame:
     return canvas
 
 
-def before_identity_backend() -> SwapBackend:
-    return MeshWarpBackend(BEFORE_IDENTITY)
+class BeforeIdentitySwapper(FaceSwapper):
+    """face_swapper with mesh_warp as it was before issue 16 (``BEFORE_IDENTITY``)."""
+
+    def __init__(self, hub: ModelHub) -> None:
+        super().__init__(hub)
+        self._before = MeshWarpBackend(BEFORE_IDENTITY)
+
+    def backend(self, model: str) -> SwapBackend:
+        return self._before
 
 
 def bench(
@@ -100,7 +110,8 @@ def main() -> None:
     print(f"load average {os.getloadavg()}, cpus {os.cpu_count()}")
     limits = ImageLimits()
     source = load_image_file(FACES / "woman_a_selfie_frontal_01.jpg", limits).frame
-    pipeline = Pipeline(PipelineSpec())
+    engine = engine_runtime()
+    pipeline = engine.pipeline(PipelineSpec())
     one = at_1080p(load_image_file(FACES / "man_frontal_beard_closeup.jpg", limits).frame)
     six = at_1080p(load_image_file(FACES / "group_6_faces_insightface_t1.jpg", limits).frame)
     bench("one face", pipeline, source, one, args.repeat)
@@ -109,9 +120,13 @@ def main() -> None:
     kept = Pipeline(PipelineSpec(processor_options={"face_swapper": {"keep_outline": True}}))
     bench("one face", kept, source, one, args.repeat, label="keep_outline")
     # The swap as it was before issue 16 (mesh_warp.BEFORE_IDENTITY), in the same run.
-    register_swap_backend("mesh_warp_before_identity", before_identity_backend)
     before = Pipeline(
-        PipelineSpec(processor_options={"face_swapper": {"model": "mesh_warp_before_identity"}})
+        PipelineSpec(),
+        analyser=engine.analyser,
+        registry=ProcessorRegistry(
+            engine.hub, {"face_swapper": f"{__name__}:BeforeIdentitySwapper"}
+        ),
+        identity=engine.identity,
     )
     bench("one face", before, source, one, args.repeat, label="swap before issue 16")
 

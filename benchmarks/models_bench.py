@@ -39,14 +39,14 @@ import time, json, sys
 start = time.perf_counter()
 from pathlib import Path
 import cv2
-from facegate.engine.modelstore.hub import configure_default_hub
-hub = configure_default_hub(Path(sys.argv[1]), warm_up=json.loads(sys.argv[2]))
+from facegate.engine.runtime import EngineRuntime
+engine = EngineRuntime.create(Path(sys.argv[1]), warm_up=json.loads(sys.argv[2]))
 warm = time.perf_counter() - start
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
 src = cv2.imread(sys.argv[3]); dst = cv2.imread(sys.argv[4])
-Pipeline(PipelineSpec()).run_image([src], dst)
+engine.pipeline(PipelineSpec()).run_image([src], dst)
 print(json.dumps({"warm_up_s": warm, "first_swap_s": time.perf_counter() - start,
-                  "loads": hub.pool.stats.loaded}))
+                  "loads": engine.hub.pool.stats.loaded}))
 """
 
 RSS = r"""

@@ -28,9 +28,9 @@ import av
 import cv2
 import numpy as np
 
-from benchkit import FACES, like_a_facegate_process
+from benchkit import FACES, engine_runtime, like_a_facegate_process
 from facegate.engine.moderation import ModerationPolicy, Moderator, forward_open_nsfw, sample_video
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.worker.moderation import JOB_MODERATION, JobModeration
@@ -39,6 +39,8 @@ DEFAULT_THRESHOLD = ModerationPolicy().threshold
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})
 SOURCE = FACES / "man_frontal_glasses.jpg"
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
+
+ENGINE = engine_runtime()
 
 
 def load() -> str:
@@ -107,18 +109,18 @@ def first_version_check(moderation: JobModeration, frame: Frame) -> float:
 
     rgb = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]))
     batch = np.asarray(package_preprocess(rgb), dtype=np.float32)[None]
-    moderator = Moderator()
+    moderator = Moderator(ENGINE.hub)
     return float(forward_open_nsfw(moderator.model, batch)[0][1])
 
 
 def cost_per_image(runs: int) -> None:
     target = cv2.resize(read(TARGET), (1920, 1080))
     source = read(SOURCE)
-    moderation = JobModeration("bench", True)
+    moderation = JobModeration("bench", True, ENGINE.hub)
     moderation.check_output(target)  # loads the model once
     check, check_cpu = median_seconds(lambda: moderation.check_output(target), runs)
     first, first_cpu = median_seconds(lambda: first_version_check(moderation, target), runs)
-    pipeline = Pipeline(PipelineSpec.model_validate({"processors": ["face_swapper"]}))
+    pipeline = ENGINE.pipeline(PipelineSpec.model_validate({"processors": ["face_swapper"]}))
     pipeline.run_image([source], target)  # warm-up
     swap, swap_cpu = median_seconds(lambda: pipeline.run_image([source], target), max(3, runs // 4))
     print(
@@ -150,7 +152,7 @@ def decode_all(clip: Path) -> int:
 def cost_per_video_minute(folder: Path, seconds: float) -> None:
     clip = folder / "minute.mp4"
     make_face_clip(clip, TARGET, ClipSpec(seconds=seconds, width=1280, height=720, audio=False))
-    moderator = Moderator()
+    moderator = Moderator(ENGINE.hub)
     frames, decode, decode_cpu = timed(lambda: decode_all(clip))
     sampled, sampling, sampling_cpu = timed(
         lambda: sample_video(clip, JOB_MODERATION.video_sample_fps)
@@ -177,7 +179,7 @@ def main() -> None:
     args = parser.parse_args()
     print(like_a_facegate_process(), f"[{load()}]")
     os.environ.setdefault("FACEGATE_MODELS_DIR", tempfile.mkdtemp(prefix="facegate-models-"))
-    moderator = Moderator()
+    moderator = Moderator(ENGINE.hub)
     print(f"classifier: {moderator.model.version.name}:{moderator.model.version.tag}")
     clips = None if args.clips == "all" else int(args.clips)
     with tempfile.TemporaryDirectory(prefix="facegate-moderation-") as scratch:

@@ -29,7 +29,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from benchkit import FACES
+from benchkit import FACES, engine_runtime
 from facegate.engine import mesh
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
@@ -127,7 +127,8 @@ def main() -> None:
 
     analyser = FaceAnalyser()
     detector = OcclusionDetector()
-    swapper = FaceSwapper()
+    swapper = engine_runtime().registry.get("face_swapper")
+    assert isinstance(swapper, FaceSwapper)
     photos = load_photos(analyser, args.faces)
     hand = cut_hand(args.faces)
     print(f"hand patch from {HAND_PHOTO}: {hand.shape[1]}x{hand.shape[0]} px")

@@ -36,10 +36,10 @@ import av
 import cv2
 import numpy as np
 
-from benchkit import FACES, like_a_facegate_process, median_seconds
+from benchkit import FACES, engine_runtime, like_a_facegate_process, median_seconds
 from facegate.engine.errors import NoFaceDetected
 from facegate.engine.image import ImageLimits, encode_image, load_image
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.engine.watermark import (
@@ -60,6 +60,7 @@ SOURCE = FACES / "man_frontal_glasses.jpg"
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 INSTALLATION = 0xFACE
 SWAP = PipelineSpec.model_validate({"processors": ["face_swapper"]})
+ENGINE = engine_runtime()
 
 
 def jpeg(frame: Frame, quality: int) -> Frame:
@@ -91,7 +92,7 @@ TRANSFORMS: dict[str, Callable[[Frame], Frame]] = {
 
 
 def swap_results() -> list[Frame]:
-    pipeline, source = Pipeline(SWAP), read(SOURCE)
+    pipeline, source = ENGINE.pipeline(SWAP), read(SOURCE)
     results = []
     for photo in PHOTOS:
         target = read(photo)
@@ -221,7 +222,7 @@ def image_cost(folder: Path, runs: int) -> None:
     target_bytes = cv2.imencode(".jpg", cv2.resize(read(TARGET), (1920, 1080)))[1].tobytes()
     source_bytes = SOURCE.read_bytes()
     limits = ImageLimits()
-    pipeline = Pipeline(SWAP)
+    pipeline = ENGINE.pipeline(SWAP)
     bits = encode_payload(INSTALLATION, 1)
     definition = manifest_definition("urn:facegate:face:bench", ["face_swapper"])
 
@@ -280,7 +281,7 @@ def video_cost(folder: Path, seconds: float) -> None:
     for label, finish in (("plain", None), ("marked", VideoWatermark(bits)), ("plain2", None)):
         dst = folder / f"{label}.mp4"
         start = time.perf_counter()
-        result = Pipeline(SWAP).run_video([source], clip, dst, finish_frame=finish)
+        result = ENGINE.pipeline(SWAP).run_video([source], clip, dst, finish_frame=finish)
         timings[label] = result.frames / (time.perf_counter() - start)
     plain = (timings["plain"] + timings["plain2"]) / 2
     marked_path = folder / "marked.mp4"

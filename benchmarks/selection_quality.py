@@ -22,7 +22,7 @@ import numpy as np
 
 from benchkit import FACES
 from facegate.engine.faces import FaceAnalyser
-from facegate.engine.identity import attach_identity
+from facegate.engine.identity import IdentityDescriber
 from facegate.engine.selection import SelectorSpec, select_faces
 from facegate.engine.types import Face, Frame
 
@@ -68,6 +68,7 @@ def is_person_a(face: Face, scene: Scene) -> bool:
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     analyser = FaceAnalyser()
+    identity = IdentityDescriber()
     person_a = sorted(p.name for p in FACES.iterdir() if p.name.startswith("woman_a_"))
     all_scenes = scenes(analyser, person_a)
     spec = SelectorSpec(mode="reference")
@@ -80,13 +81,13 @@ def main() -> None:
             reference_frame = cv2.imread(str(FACES / reference_name), cv2.IMREAD_COLOR)
             references = analyser.analyse(reference_frame)
             if learned:
-                attach_identity(reference_frame, references)
+                identity.attach(reference_frame, references)
             for scene in all_scenes:
                 if scene.name.startswith(reference_name):
                     continue  # the reference photo itself
                 faces = copy.deepcopy(scene.faces)
                 if learned:
-                    attach_identity(scene.frame, faces)
+                    identity.attach(scene.frame, faces)
                 chosen = {id(face) for _, face in select_faces([], faces, spec, references)}
                 for face in faces:
                     if is_person_a(face, scene):

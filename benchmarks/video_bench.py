@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from benchkit import FACES, like_a_facegate_process
+from benchkit import FACES, engine_runtime, like_a_facegate_process
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
@@ -90,7 +90,7 @@ def main() -> None:
             "selector": {"mode": "one"},
         }
     )
-    pipeline = Pipeline(spec)
+    pipeline = engine_runtime().pipeline(spec)
     print(f"cpus={os.cpu_count()} {load()}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):

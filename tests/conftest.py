@@ -17,12 +17,22 @@ from fastapi import FastAPI
 
 from facegate.api.app import ServiceFactory, create_app
 from facegate.database import session_scope
+from facegate.engine.runtime import EngineRuntime
 from facegate.observability.logging import set_log_output
 from facegate.principal import ALL_SCOPES
 from facegate.settings import Settings
 from facegate.state import AppState
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
+
+
+@pytest.fixture(scope="session")
+def face_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineRuntime]:
+    """An engine runtime over an empty model store (the built-in models only), shared by
+    the tests of one run as a process shares its runtime."""
+    runtime = EngineRuntime.create(tmp_path_factory.mktemp("models"))
+    yield runtime
+    runtime.close()
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:

@@ -11,9 +11,6 @@
    ``HEAVY`` (or a facegate module that loads one) which the importing module does not
    already load at import time. Each such import carries the marker ``# optional: <why>``
    on its line or the line above.
-
-``KNOWN_CIRCLES`` names the one circle left to the engine's own rework; an entry that no
-longer matches a circle fails too, so the list only shrinks.
 """
 
 from __future__ import annotations
@@ -46,19 +43,6 @@ HEAVY = {
 }
 MARKER = re.compile(r"#\s*optional:\s*\S")
 BY_NAME = re.compile(r"(facegate(?:\.\w+)+):\w+")
-# Circles that another piece of work removes; each entry is a set of modules.
-KNOWN_CIRCLES: list[frozenset[str]] = [
-    # The swap backends register into a module-level registry on import; the engine's
-    # runtime object replaces that registry.
-    frozenset(
-        {
-            "facegate.engine.swap.backend",
-            "facegate.engine.swap.mesh_warp",
-            "facegate.engine.swap.options",
-            "facegate.engine.networks.onnx_swap",
-        }
-    ),
-]
 
 
 @dataclass(frozen=True)
@@ -323,17 +307,12 @@ def loaded_at_import(modules: dict[str, Path], imports: list[Import]) -> dict[st
     return loaded
 
 
-def lazy_import_violations(
-    modules: dict[str, Path], imports: list[Import], known: Iterable[frozenset[str]] = ()
-) -> list[str]:
-    """Function-level imports that are not of an optional heavy dependency, or unmarked.
-    Those inside a ``known`` circle (how it is broken at run time) are that circle's."""
+def lazy_import_violations(modules: dict[str, Path], imports: list[Import]) -> list[str]:
+    """Function-level imports that are not of an optional heavy dependency, or unmarked."""
     loaded = loaded_at_import(modules, imports)
     problems: list[str] = []
     for record in imports:
         if not record.in_function:
-            continue
-        if any({record.module, record.target} <= circle for circle in known):
             continue
         where = f"{record.module}:{record.line} imports {record.target} inside a function"
         top = record.target.partition(".")[0]
@@ -362,14 +341,7 @@ def test_http_stays_in_the_http_layer() -> None:
 def test_no_import_circles_between_modules() -> None:
     edges = module_edges(MODULES, IMPORTS)
     circles = module_circles(MODULES, IMPORTS)
-    unknown = [
-        describe_cycle(cycle, edges, by_layer=False)
-        for component, cycle in circles
-        if frozenset(component) not in KNOWN_CIRCLES
-    ]
-    assert unknown == []
-    stale = set(KNOWN_CIRCLES) - {frozenset(component) for component, _ in circles}
-    assert not stale, f"KNOWN_CIRCLES lists circles that are gone: {stale}"
+    assert [describe_cycle(cycle, edges, by_layer=False) for _, cycle in circles] == []
 
 
 def test_no_import_circles_between_packages() -> None:
@@ -379,7 +351,7 @@ def test_no_import_circles_between_packages() -> None:
 
 
 def test_imports_inside_functions_are_optional_heavy_dependencies() -> None:
-    assert lazy_import_violations(MODULES, IMPORTS, KNOWN_CIRCLES) == []
+    assert lazy_import_violations(MODULES, IMPORTS) == []
 
 
 # The rules catch what they are meant to catch: synthetic trees with one violation each.

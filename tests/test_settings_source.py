@@ -5,8 +5,7 @@ as a value, ``K in os.environ`` and click's ``envvar=K``, where ``K`` is a ``FAC
 string or a module-level name bound to one. Writing one (``os.environ[K] = v``, for child
 processes) is not reading it. ``deploy/env.py`` translates the specification's names into
 ``FACEGATE_*`` before ``Settings`` reads them (it must see an explicit value to refuse a
-contradiction); ``KNOWN_READERS`` names the one reader left to the engine's own rework, and
-fails once it no longer reads, so the list only shrinks.
+contradiction).
 """
 
 from __future__ import annotations
@@ -17,11 +16,6 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "facegate"
 PREFIX = "FACEGATE_"
 ALLOWED = {"settings.py", "deploy/env.py"}
-KNOWN_READERS = {
-    # default_hub() falls back to FACEGATE_MODELS_DIR; the engine runtime object takes the
-    # model store from Settings instead.
-    "engine/modelstore/hub.py",
-}
 READ_METHODS = {"get", "getenv", "setdefault", "pop"}
 
 
@@ -94,8 +88,7 @@ def readers() -> dict[str, list[tuple[int, str]]]:
 
 def test_facegate_variables_are_read_only_through_settings() -> None:
     found = readers()
-    assert {name: reads for name, reads in found.items() if name not in KNOWN_READERS} == {}
-    assert KNOWN_READERS <= set(found), "KNOWN_READERS lists a module that no longer reads"
+    assert found == {}
 
 
 def test_every_kind_of_read_is_caught() -> None:

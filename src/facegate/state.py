@@ -1,4 +1,4 @@
-"""What the running app holds: settings, database engine and session factory."""
+"""What the running app holds: settings, database engine and session factory, face engine."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from facegate.database import SessionFactory
+from facegate.engine.runtime import EngineRuntime
 from facegate.settings import Settings
 from facegate.tenancy.jwt import JwtVerifier
 
@@ -19,3 +20,6 @@ class AppState:
     engine: Engine
     session_factory: SessionFactory
     jwt_verifier: JwtVerifier | None
+    #: The face engine of this process (models, processors, analyser), shared by the
+    #: routes that analyse images and by the embedded workers.
+    face_engine: EngineRuntime

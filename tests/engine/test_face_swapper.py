@@ -15,6 +15,7 @@ from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.color import is_grayscale
 from facegate.engine.swap.mesh_warp import MeshWarpBackend, Tuning
 from facegate.engine.swap.reshape import reshaped_points
@@ -62,10 +63,20 @@ def photos(analyser: FaceAnalyser) -> dict[str, tuple[Frame, Face]]:
     return found
 
 
+@pytest.fixture(scope="module")
+def swapper(face_engine: EngineRuntime) -> FaceSwapper:
+    found = face_engine.registry.get("face_swapper")
+    assert isinstance(found, FaceSwapper)
+    return found
+
+
 def run_swap(
-    photos: dict[str, tuple[Frame, Face]], source: str, target: str, **options: Any
+    swapper: FaceSwapper,
+    photos: dict[str, tuple[Frame, Face]],
+    source: str,
+    target: str,
+    **options: Any,
 ) -> Frame:
-    swapper = FaceSwapper()
     opts = swapper.validate_options(options)
     src_frame, src_face = photos[source]
     dst_frame, dst_face = photos[target]
@@ -82,11 +93,15 @@ def run_swap(
 
 @pytest.mark.parametrize(("source", "target"), PAIRS, ids=[f"{s}->{t}" for s, t in PAIRS])
 def test_swap_keeps_target_landmarks(
-    photos: dict[str, tuple[Frame, Face]], analyser: FaceAnalyser, source: str, target: str
+    swapper: FaceSwapper,
+    photos: dict[str, tuple[Frame, Face]],
+    analyser: FaceAnalyser,
+    source: str,
+    target: str,
 ) -> None:
     # The face lands on the mesh the swap aimed at: the target's, moved towards the source's
     # proportions and outline (reshape; its pose and expression are the target's).
-    out = run_swap(photos, source, target)
+    out = run_swap(swapper, photos, source, target)
     dst_frame, dst_face = photos[target]
     assert out.shape == dst_frame.shape
     assert not np.array_equal(out, dst_frame)
@@ -101,6 +116,7 @@ def test_swap_keeps_target_landmarks(
 
 
 def test_the_outline_moves_towards_the_sources_unless_kept(
+    swapper: FaceSwapper,
     photos: dict[str, tuple[Frame, Face]],
 ) -> None:
     # A narrow, long face onto a wider one: by default the jaw and cheeks move inwards and
@@ -116,23 +132,27 @@ def test_the_outline_moves_towards_the_sources_unless_kept(
     def change(out: Frame) -> float:
         return float(np.abs(out.astype(int) - frame.astype(int))[ring].max(axis=1).mean())
 
-    assert change(run_swap(photos, source, target, keep_outline=True)) == 0.0
-    assert change(run_swap(photos, source, target)) > 3.0
+    assert change(run_swap(swapper, photos, source, target, keep_outline=True)) == 0.0
+    assert change(run_swap(swapper, photos, source, target)) > 3.0
     # The occlusion mask keeps the outline too (occluders are put back where they were).
-    assert change(run_swap(photos, source, target, mask_types=["box", "occlusion"])) == 0.0
+    assert change(run_swap(swapper, photos, source, target, mask_types=["box", "occlusion"])) == 0.0
 
 
-def test_blend_zero_returns_target_unchanged(photos: dict[str, tuple[Frame, Face]]) -> None:
-    out = run_swap(photos, SINGLE[0], SINGLE[6], blend=0.0)
+def test_blend_zero_returns_target_unchanged(
+    swapper: FaceSwapper, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    out = run_swap(swapper, photos, SINGLE[0], SINGLE[6], blend=0.0)
     assert np.array_equal(out, photos[SINGLE[6]][0])
 
 
-def test_grayscale_source_keeps_target_chroma(photos: dict[str, tuple[Frame, Face]]) -> None:
+def test_grayscale_source_keeps_target_chroma(
+    swapper: FaceSwapper, photos: dict[str, tuple[Frame, Face]]
+) -> None:
     grey = "man_profile_grayscale_occluded.png"
     assert is_grayscale(photos[grey][0])
     target = "man_frontal_glasses.jpg"
     frame, face = photos[target]
-    out = run_swap(photos, grey, target)
+    out = run_swap(swapper, photos, grey, target)
     x0, y0, x1, y1 = (int(v) for v in face.box)
     lab_in = cv2.cvtColor(frame[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float32)
     lab_out = cv2.cvtColor(out[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float32)
@@ -143,33 +163,34 @@ def test_grayscale_source_keeps_target_chroma(photos: dict[str, tuple[Frame, Fac
 
 @pytest.mark.parametrize("mask", ["feather", "poisson"])
 def test_options_change_output_and_stay_outside_the_face(
-    photos: dict[str, tuple[Frame, Face]], mask: str
+    swapper: FaceSwapper, photos: dict[str, tuple[Frame, Face]], mask: str
 ) -> None:
     target = "woman_astronaut_frontal.jpg"
     frame, face = photos[target]
-    out = run_swap(photos, SINGLE[0], target, mask=mask, mask_padding=(10, 0, 0, 0))
+    out = run_swap(swapper, photos, SINGLE[0], target, mask=mask, mask_padding=(10, 0, 0, 0))
     x0, y0, x1, y1 = (int(v) for v in face.box)
     pad = int(face.width * 0.4)
     outside = np.ones(frame.shape[:2], bool)
     outside[max(0, y0 - pad) : y1 + pad, max(0, x0 - pad) : x1 + pad] = False
     assert np.array_equal(out[outside], frame[outside])
-    assert not np.array_equal(out, run_swap(photos, SINGLE[0], target, mask=mask))
+    assert not np.array_equal(out, run_swap(swapper, photos, SINGLE[0], target, mask=mask))
 
 
 def test_two_threads_give_the_same_bytes_as_sequential(
+    swapper: FaceSwapper,
     photos: dict[str, tuple[Frame, Face]],
 ) -> None:
     jobs: list[tuple[str, str, dict[str, Any]]] = [
         (SINGLE[0], SINGLE[4], {"mask": "poisson", "blend": 0.8}),
         (SINGLE[5], SINGLE[7], {"mask": "feather", "keep_expression": False, "mask_blur": 0.6}),
     ]
-    expected = [run_swap(photos, s, t, **o).tobytes() for s, t, o in jobs]
+    expected = [run_swap(swapper, photos, s, t, **o).tobytes() for s, t, o in jobs]
     results: list[list[bytes]] = [[], []]
 
     def worker(slot: int) -> None:
         s, t, o = jobs[slot]
         for _ in range(3):
-            results[slot].append(run_swap(photos, s, t, **o).tobytes())
+            results[slot].append(run_swap(swapper, photos, s, t, **o).tobytes())
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
     for thread in threads:
@@ -209,10 +230,10 @@ def test_a_busy_helper_leaves_the_target_side_to_the_caller(
 )
 def test_invalid_options_are_refused(raw: dict[str, Any]) -> None:
     with pytest.raises(InvalidOptions):
-        FaceSwapper().validate_options(raw)
+        FaceSwapper.validate_options(raw)
 
 
 def test_defaults() -> None:
-    opts = FaceSwapper().validate_options({})
+    opts = FaceSwapper.validate_options({})
     assert isinstance(opts, FaceSwapperOptions)
     assert (opts.model, opts.mask, opts.blend) == ("mesh_warp", "feather", 1.0)

@@ -22,7 +22,8 @@ from facegate.engine.identity import (
     identity_distance,
     models_dir,
 )
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.selection import SelectorSpec
 from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
 from facegate.engine.swap.options import FaceSwapperOptions
@@ -169,7 +170,7 @@ def read(name: str) -> Frame:
     return np.asarray(frame, np.uint8)
 
 
-def test_reference_mode_swaps_person_a_only_among_strangers() -> None:
+def test_reference_mode_swaps_person_a_only_among_strangers(face_engine: EngineRuntime) -> None:
     # Person A's blue-wall photo beside a photo of three men, one image: with another photo
     # of A as the reference, only A's face changes (the recogniser's descriptor decides).
     person_a, group = read(PERSON_A[1]), read("group_3_men_expressions_glasses.jpg")
@@ -177,7 +178,7 @@ def test_reference_mode_swaps_person_a_only_among_strangers() -> None:
     scene = np.zeros((height, split + group.shape[1], 3), np.uint8)
     scene[: person_a.shape[0], :split] = person_a
     scene[: group.shape[0], split:] = group
-    pipeline = Pipeline(PipelineSpec(selector=SelectorSpec(mode="reference")))
+    pipeline = face_engine.pipeline(PipelineSpec(selector=SelectorSpec(mode="reference")))
     result = pipeline.run_image(
         [read("woman_astronaut_frontal.jpg")], scene, reference=read(PERSON_A[0])
     )

@@ -9,13 +9,14 @@ from tests.testdata import FACES
 
 from facegate.engine.errors import ContentPolicyViolation, InvalidOptions
 from facegate.engine.moderation import ModerationPolicy, Moderator, sample_indices
+from facegate.engine.runtime import EngineRuntime
 
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})
 
 
 @pytest.fixture(scope="module")
-def moderator() -> Moderator:
-    return Moderator()
+def moderator(face_engine: EngineRuntime) -> Moderator:
+    return Moderator(face_engine.hub)
 
 
 def read(path: Path) -> np.ndarray:

@@ -18,6 +18,7 @@ from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.occlusion import OcclusionDetector, search_box
 from facegate.engine.types import Face, Frame
 
@@ -29,8 +30,16 @@ def analyser() -> FaceAnalyser:
     return FaceAnalyser()
 
 
-def swap(source: tuple[Frame, Face], frame: Frame, face: Face, **options: Any) -> Frame:
-    swapper = FaceSwapper()
+@pytest.fixture(scope="module")
+def swapper(face_engine: EngineRuntime) -> FaceSwapper:
+    found = face_engine.registry.get("face_swapper")
+    assert isinstance(found, FaceSwapper)
+    return found
+
+
+def swap(
+    swapper: FaceSwapper, source: tuple[Frame, Face], frame: Frame, face: Face, **options: Any
+) -> Frame:
     ctx = JobContext(
         options={"face_swapper": swapper.validate_options(options)},
         source_faces=[source[1]],
@@ -42,7 +51,7 @@ def swap(source: tuple[Frame, Face], frame: Frame, face: Face, **options: Any) -
 
 
 def occluded_swaps(
-    analyser: FaceAnalyser, source: str, target: str, patch: Frame
+    analyser: FaceAnalyser, swapper: FaceSwapper, source: str, target: str, patch: Frame
 ) -> tuple[Frame, Face, np.ndarray, Frame, Frame]:
     """The occluded target, its face, the occluder inside the face, and its swaps with
     ``mask_types`` ["box"] and ["box", "occlusion"]."""
@@ -53,14 +62,16 @@ def occluded_swaps(
     source_face = (src, only_face(analyser, src))
     # The outline is kept with occlusion (the region around the face does not move): the
     # swap without it is compared at the same geometry.
-    box = swap(source_face, occluded, face, mask_types=["box"], keep_outline=True)
-    kept = swap(source_face, occluded, face, mask_types=["box", "occlusion"])
+    box = swap(swapper, source_face, occluded, face, mask_types=["box"], keep_outline=True)
+    kept = swap(swapper, source_face, occluded, face, mask_types=["box", "occlusion"])
     return occluded, face, where & in_face(face, occluded.shape), box, kept
 
 
-def test_a_real_hand_in_front_of_the_face_stays_in_front(analyser: FaceAnalyser) -> None:
+def test_a_real_hand_in_front_of_the_face_stays_in_front(
+    swapper: FaceSwapper, analyser: FaceAnalyser
+) -> None:
     occluded, face, hand, box, kept = occluded_swaps(
-        analyser, "man_frontal_glasses.jpg", "woman_a_selfie_frontal_01.jpg", hand_patch()
+        analyser, swapper, "man_frontal_glasses.jpg", "woman_a_selfie_frontal_01.jpg", hand_patch()
     )
     assert hand.sum() > 2000
     # The hand model finds it (a hand is skin-coloured: the colour cue alone would not).
@@ -82,11 +93,11 @@ def test_a_real_hand_in_front_of_the_face_stays_in_front(analyser: FaceAnalyser)
     ],
 )
 def test_an_object_in_front_of_the_face_stays_in_front(
-    analyser: FaceAnalyser, target: str, colour: tuple[int, int, int]
+    swapper: FaceSwapper, analyser: FaceAnalyser, target: str, colour: tuple[int, int, int]
 ) -> None:
     patch = np.full((40, 60, 3), colour, np.uint8)  # a flat-coloured object
     occluded, face, thing, box, kept = occluded_swaps(
-        analyser, "woman_a_selfie_frontal_01.jpg", target, patch
+        analyser, swapper, "woman_a_selfie_frontal_01.jpg", target, patch
     )
     assert unchanged(box, occluded, thing) < 0.2
     assert unchanged(kept, occluded, thing) > 0.9
@@ -122,11 +133,11 @@ def test_a_clean_face_has_no_occluder(analyser: FaceAnalyser, name: str) -> None
 )
 def test_mask_types_are_checked(raw: dict[str, Any]) -> None:
     with pytest.raises(InvalidOptions, match="mask_types"):
-        FaceSwapper().validate_options(raw)
+        FaceSwapper.validate_options(raw)
 
 
 def test_occlusion_is_off_by_default() -> None:
-    options = FaceSwapper().validate_options({})
+    options = FaceSwapper.validate_options({})
     assert options.mask_types == ("box",)
     assert not options.occlusion
-    assert FaceSwapper().validate_options({"mask_types": ["box", "occlusion"]}).occlusion
+    assert FaceSwapper.validate_options({"mask_types": ["box", "occlusion"]}).occlusion

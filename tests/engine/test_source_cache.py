@@ -16,6 +16,7 @@ from tests.testdata import FACES
 
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.types import Face, Frame
 
@@ -49,12 +50,20 @@ def face(x: float) -> Face:
     )
 
 
-def test_a_keyed_source_is_analysed_once_with_the_same_result() -> None:
+def test_a_keyed_source_is_analysed_once_with_the_same_result(face_engine: EngineRuntime) -> None:
     analyser = CountingAnalyser()
     cache = SourceFaceCache()
     spec = PipelineSpec(processors=["face_swapper"])
-    cached = Pipeline(spec, analyser=analyser, source_cache=cache)
-    plain = Pipeline(spec, analyser=analyser)
+    cached = Pipeline(
+        spec,
+        analyser=analyser,
+        registry=face_engine.registry,
+        identity=face_engine.identity,
+        source_cache=cache,
+    )
+    plain = Pipeline(
+        spec, analyser=analyser, registry=face_engine.registry, identity=face_engine.identity
+    )
     source = photo("woman_a_selfie_frontal_01.jpg", 300)
     targets = [
         photo(name, 320) for name in ("man_frontal_glasses.jpg", "woman_astronaut_frontal.jpg")
@@ -75,11 +84,15 @@ def test_a_keyed_source_is_analysed_once_with_the_same_result() -> None:
     assert cache.misses == 2
 
 
-def test_each_pipeline_gets_its_own_copy_of_the_faces() -> None:
+def test_each_pipeline_gets_its_own_copy_of_the_faces(face_engine: EngineRuntime) -> None:
     analyser = CountingAnalyser()
     cache = SourceFaceCache()
     pipeline = Pipeline(
-        PipelineSpec(processors=["face_debugger"]), analyser=analyser, source_cache=cache
+        PipelineSpec(processors=["face_debugger"]),
+        analyser=analyser,
+        registry=face_engine.registry,
+        identity=face_engine.identity,
+        source_cache=cache,
     )
     a = photo("woman_a_selfie_frontal_01.jpg", 300)
     b = photo("man_frontal_glasses.jpg", 280)

@@ -7,6 +7,7 @@ import numpy as np
 from facegate.engine import mesh
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_debugger import FaceDebugger
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.blend import feather_blend
 from facegate.engine.swap.color import is_grayscale
 from facegate.engine.swap.geometry import rasterise_ids, signed_areas, triangle_affines
@@ -147,11 +148,12 @@ def test_feather_blend_bounds() -> None:
     assert np.array_equal(feather_blend(target, face, mask, 1.0), face)
 
 
-def test_debugger_draws_only_near_faces() -> None:
+def test_debugger_draws_only_near_faces(face_engine: EngineRuntime) -> None:
     points = mesh_face_points()
     box = np.array([*points[:, :2].min(0), *points[:, :2].max(0)], np.float32)
     face = Face(box=box, score=0.9, keypoints5=points[[468, 473, 1, 61, 291], :2], landmarks=points)
-    debugger = FaceDebugger()
+    debugger = face_engine.registry.get("face_debugger")
+    assert isinstance(debugger, FaceDebugger)
     frame = np.zeros((400, 400, 3), np.uint8)
     for items in (["box"], ["keypoints"], ["mesh"], ["mask"]):
         opts = debugger.validate_options({"items": items})

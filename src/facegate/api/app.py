@@ -22,6 +22,7 @@ from facegate.api.metrics import install_observability
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.shedding import LoadSheddingMiddleware
 from facegate.database import create_engine_from_url, create_session_factory, prepare_schema
+from facegate.models.requests import installation_engine
 from facegate.ratelimit.clientip import parse_networks
 from facegate.ratelimit.gateway import Gateway
 from facegate.resilience import BreakerConfig, CircuitBreaker, guard_engine
@@ -107,6 +108,7 @@ def create_app(
             engine=engine,
             session_factory=create_session_factory(engine),
             jwt_verifier=JwtVerifier.from_settings(settings),
+            face_engine=installation_engine(settings),
         )
         app.state.facegate = state
         try:
@@ -115,6 +117,7 @@ def create_app(
                     await stack.enter_async_context(factory(state))
                 yield
         finally:
+            state.face_engine.close()
             engine.dispose()
 
     app = FastAPI(

@@ -22,7 +22,6 @@ from facegate.observability.logging import (
     configure_logging,
     reset_request_scope,
 )
-from facegate.observability.metrics import install_model_load_hook
 from facegate.settings import Settings
 
 UNMATCHED_ROUTE = "<unmatched>"
@@ -91,6 +90,5 @@ def install_observability(app: FastAPI, settings: Settings) -> None:
     sees the final status."""
     configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
     tenant_label.reconfigure(settings.metrics_tenant_cap)
-    install_model_load_hook()
     if settings.metrics_enabled:
         app.add_middleware(ObservabilityMiddleware, access_log=settings.access_log)

@@ -14,7 +14,9 @@ from pydantic import ValidationError
 from facegate.cli.swap_video import is_video_target, run_video_swap
 from facegate.engine.errors import EngineError, InvalidOptions
 from facegate.engine.image import ImageLimits, encode_image, load_image_file
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
+from facegate.models.requests import installation_engine
+from facegate.settings import get_settings
 
 FORMATS_BY_SUFFIX = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
@@ -207,7 +209,11 @@ def run_swap(
     target = load_image_file(target_path, limits)
     ref = load_image_file(reference, limits).frame if reference else None
     counts: dict[str, int] = {}
-    result = Pipeline(spec).run_image(sources, target.frame, reference=ref, counts=counts)
+    result = (
+        installation_engine(get_settings())
+        .pipeline(spec)
+        .run_image(sources, target.frame, reference=ref, counts=counts)
+    )
     fmt = spec.output.format or "jpeg"
     data = encode_image(result, fmt, spec.output.quality, alpha=target.alpha)
     output.parent.mkdir(parents=True, exist_ok=True)

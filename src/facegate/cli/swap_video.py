@@ -12,9 +12,11 @@ from pydantic import ValidationError
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.image import ImageLimits, load_image_file
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.video import VideoProgress, is_video_file
 from facegate.engine.video.options import container_for
+from facegate.models.requests import installation_engine
+from facegate.settings import get_settings
 
 
 def is_video_target(path: Path) -> bool:
@@ -51,8 +53,10 @@ def run_video_swap(
             bar.update(progress.frames_done - bar.pos)
             bar.label = f"swapping {progress.fps:5.1f} fps"
 
-        result = Pipeline(spec).run_video(
-            sources, target_path, output, reference=ref, on_progress=report
+        result = (
+            installation_engine(get_settings())
+            .pipeline(spec)
+            .run_video(sources, target_path, output, reference=ref, on_progress=report)
         )
     return {
         "frames": result.frames,

@@ -38,10 +38,11 @@ import numpy as np
 import numpy.typing as npt
 
 from facegate.engine import mesh
-from facegate.engine.types import Face, FloatArray
+from facegate.engine.types import Face, FloatArray, frozen
 
 # Rigid points of the subject's right half and of the midline (the left half is the mirror).
-_RIGID_SIDE = np.array(
+_RIGID_SIDE = frozen(
+    np.array(
     [
         33, 133,  # eye corners
         98, 129, 48, 64, 102, 122, 196, 174,  # nostril wing, nose side
@@ -49,14 +50,15 @@ _RIGID_SIDE = np.array(
         116, 117, 118, 50, 205,  # cheekbone
     ],
     dtype=np.int32,
+    )
 )  # fmt: skip
-_RIGID_MID = np.array([1, 2, 4, 5, 6, 9, 10, 151, 168, 195, 197], dtype=np.int32)
+_RIGID_MID = frozen(np.array([1, 2, 4, 5, 6, 9, 10, 151, 168, 195, 197], dtype=np.int32))
 _EYE_RIGHT = mesh.RIGHT_EYE
 _EYE_LEFT = mesh.LEFT_EYE
 # Depth (the face's relief: nose length, brow ridge, cheekbones) carries most of the identity
 # signal the mesh has: weighting it 4x took the same-person/other-person distance ratio from
 # 2.3 to 3.0 on the test photos (x/y alone: 2.0; z alone: 3.0 but fewer points of evidence).
-_AXIS_WEIGHTS = np.array([1.0, 1.0, 4.0])
+_AXIS_WEIGHTS = frozen(np.array([1.0, 1.0, 4.0]))
 # Nose base: rigid (unlike the chin, which drops when the mouth opens).
 _NOSE_BASE = 2
 

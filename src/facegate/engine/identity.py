@@ -129,19 +129,6 @@ def _iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
     return inter / union if union > 0 else 0.0
 
 
-_shared: FaceRecogniser | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_recogniser() -> FaceRecogniser:
-    """One process-wide recogniser (the models are ~30 MB and read-only)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = FaceRecogniser()
-        return _shared
-
-
 def identity_distance(a: FloatArray, b: FloatArray) -> float:
     """Euclidean distance of two descriptors (under ``SAME_PERSON_DISTANCE``: one person)."""
     return float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)))
@@ -152,23 +139,6 @@ def identity_distance(a: FloatArray, b: FloatArray) -> float:
 KIND = "embedding_kind"
 LEARNED = "dlib_resnet"
 GEOMETRIC = "geometric_embedding"
-
-
-def attach_identity(frame: Frame, faces: Iterable[Face]) -> bool:
-    """Give each face of ``frame`` the recogniser's descriptor as ``Face.embedding`` (the
-    geometric one moves to ``extra``). Does nothing, and returns False, where the recogniser
-    is not installed. Faces that already have it are left alone."""
-    if not available():
-        return False
-    recogniser = shared_recogniser()
-    for face in faces:
-        if face.extra.get(KIND) == LEARNED:
-            continue
-        learned = recogniser.describe(frame, face)
-        face.extra[GEOMETRIC] = face.embedding
-        face.extra[KIND] = LEARNED
-        face.embedding = learned
-    return True
 
 
 def is_learned(face: Face) -> bool:
@@ -187,3 +157,35 @@ def comparable(a: Face, b: Face) -> tuple[FloatArray | None, FloatArray | None, 
 
 def _vector(value: object) -> FloatArray | None:
     return value if isinstance(value, np.ndarray) else None
+
+
+class IdentityDescriber:
+    """Gives faces the recogniser's descriptor, creating the recogniser on first use (the
+    models are ~30 MB and read-only, so one per engine runtime serves every thread)."""
+
+    def __init__(self, recogniser: FaceRecogniser | None = None) -> None:
+        self._recogniser = recogniser
+        self._lock = threading.Lock()
+
+    @property
+    def recogniser(self) -> FaceRecogniser:
+        with self._lock:
+            if self._recogniser is None:
+                self._recogniser = FaceRecogniser()
+            return self._recogniser
+
+    def attach(self, frame: Frame, faces: Iterable[Face]) -> bool:
+        """Give each face of ``frame`` the recogniser's descriptor as ``Face.embedding`` (the
+        geometric one moves to ``extra``). Does nothing, and returns False, where the
+        recogniser is not installed. Faces that already have it are left alone."""
+        if not available():
+            return False
+        recogniser = self.recogniser
+        for face in faces:
+            if face.extra.get(KIND) == LEARNED:
+                continue
+            learned = recogniser.describe(frame, face)
+            face.extra[GEOMETRIC] = face.embedding
+            face.extra[KIND] = LEARNED
+            face.embedding = learned
+        return True

@@ -20,7 +20,9 @@ from __future__ import annotations
 import io
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -43,13 +45,15 @@ from facegate.engine.types import Frame
 Image.MAX_IMAGE_PIXELS = None
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
-_PIL_FORMATS: dict[ImageFormat, str] = {
-    "jpeg": "JPEG",
-    "png": "PNG",
-    "webp": "WEBP",
-    "bmp": "BMP",
-    "tiff": "TIFF",
-}
+_PIL_FORMATS: Mapping[ImageFormat, str] = MappingProxyType(
+    {
+        "jpeg": "JPEG",
+        "png": "PNG",
+        "webp": "WEBP",
+        "bmp": "BMP",
+        "tiff": "TIFF",
+    }
+)
 OutputFormat = Literal["jpeg", "png", "webp"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("jpeg", "png", "webp")
 

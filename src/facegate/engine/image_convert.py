@@ -22,7 +22,7 @@ from facegate.engine.types import Frame
 ALPHA_BACKGROUND = 255
 """Composite transparent colour over white: what image viewers and browsers show."""
 
-_GRAY_MODES = {"1", "L", "LA", "La", "I", "F", "I;16", "I;16L", "I;16B", "I;16N"}
+_GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "F", "I;16", "I;16L", "I;16B", "I;16N"})
 _SRGB = ImageCms.createProfile("sRGB")
 _SRGB_PROFILE = ImageCms.ImageCmsProfile(_SRGB)
 

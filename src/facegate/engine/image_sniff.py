@@ -27,7 +27,7 @@ from facegate.engine.errors import CorruptMedia, UnsupportedMedia
 ImageFormat = Literal["jpeg", "png", "webp", "bmp", "tiff"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_BMP_HEADER_SIZES = {12, 40, 52, 56, 64, 108, 124}
+_BMP_HEADER_SIZES = frozenset({12, 40, 52, 56, 64, 108, 124})
 _HEAD_WINDOW = 1024
 _MARKUP = re.compile(rb"<(?:script|html|svg|iframe|body|!doctype\s+html|\?php)\b", re.IGNORECASE)
 _PADDING = re.compile(rb"[\x00\xff]*\Z")

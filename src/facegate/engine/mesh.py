@@ -34,6 +34,8 @@ import numpy.typing as npt
 from mediapipe.python.solutions import face_mesh_connections as _conn
 from scipy.optimize import linear_sum_assignment
 
+from facegate.engine.types import frozen
+
 IndexArray = npt.NDArray[np.int32]
 
 N_LANDMARKS = 478
@@ -49,9 +51,7 @@ _RIGHT_EYE_OUTER = 33
 
 
 def _frozen(values: Iterable[int] | npt.ArrayLike) -> IndexArray:
-    array = np.array(values, dtype=np.int32)
-    array.flags.writeable = False
-    return array
+    return frozen(np.array(values, dtype=np.int32))
 
 
 def _cliques(edges: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
@@ -167,12 +167,12 @@ def _lips() -> tuple[IndexArray, IndexArray]:
 
 
 FACE_OVAL: IndexArray = _frozen(_loop(_conn.FACEMESH_FACE_OVAL)[0])
-_LAYOUT = _layout(_conn.FACEMESH_TESSELATION, [int(i) for i in FACE_OVAL])
+_LAYOUT = frozen(_layout(_conn.FACEMESH_TESSELATION, [int(i) for i in FACE_OVAL]))
 TRIANGLES: IndexArray = _frozen(_orient(_cliques(_conn.FACEMESH_TESSELATION), _LAYOUT))
 MIRROR: IndexArray = _frozen(_mirror(_LAYOUT))
 
-_SIDE = np.flatnonzero(MIRROR != np.arange(N_LANDMARKS))
-_SUBJECT_RIGHT = [int(i) for i in _SIDE if i < len(_LAYOUT) and _LAYOUT[i, 0] < 0]
+_SIDE = _frozen(np.flatnonzero(MIRROR != np.arange(N_LANDMARKS)))
+_SUBJECT_RIGHT = tuple(int(i) for i in _SIDE if i < len(_LAYOUT) and _LAYOUT[i, 0] < 0)
 MIRROR_PAIRS: IndexArray = _frozen(
     [(i, int(MIRROR[i])) for i in _SUBJECT_RIGHT]
     + [(468, 473), (469, 476), (470, 475), (471, 474), (472, 477)]

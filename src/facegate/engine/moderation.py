@@ -22,7 +22,7 @@ import numpy.typing as npt
 from PIL import Image
 
 from facegate.engine.errors import ContentPolicyViolation, CorruptMedia, InvalidOptions
-from facegate.engine.modelstore.hub import ModelHub, OnnxModel, default_hub
+from facegate.engine.modelstore.hub import ModelHub, OnnxModel
 from facegate.engine.types import Frame
 from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
 
@@ -80,8 +80,8 @@ def forward_open_nsfw(model: OnnxModel, batch: npt.NDArray[np.float32]) -> npt.N
 class Moderator:
     """Scores frames and applies a ModerationPolicy; shared by all jobs (read-only)."""
 
-    def __init__(self, hub: ModelHub | None = None) -> None:
-        self.hub = hub if hub is not None else default_hub()
+    def __init__(self, hub: ModelHub) -> None:
+        self.hub = hub
         self.model = self.hub.onnx(MODEL)
 
     def scores(self, frames: Sequence[Frame], batch_size: int = 8) -> list[float]:

@@ -12,18 +12,17 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from facegate.engine.errors import InvalidOptions, NoFaceDetected
-from facegate.engine.faces import AnalyserOptions, FaceAnalyser, sort_faces
-from facegate.engine.identity import attach_identity
+from facegate.engine.faces import FaceAnalyser, sort_faces
+from facegate.engine.identity import IdentityDescriber
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
-from facegate.engine.processors.registry import ProcessorRegistry, default_registry
+from facegate.engine.processors.registry import ProcessorRegistry
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
@@ -71,12 +70,6 @@ class PipelineSpec(BaseModel):
         return value
 
 
-@lru_cache(maxsize=1)
-def default_analyser() -> FaceAnalyser:
-    """The process-wide face analyser (thread-safe, read-only models)."""
-    return FaceAnalyser(AnalyserOptions())
-
-
 class Pipeline:
     """A validated, ready-to-run PipelineSpec."""
 
@@ -84,15 +77,16 @@ class Pipeline:
         self,
         spec: PipelineSpec,
         *,
-        analyser: FaceAnalyser | None = None,
-        registry: ProcessorRegistry | None = None,
+        analyser: FaceAnalyser,
+        registry: ProcessorRegistry,
+        identity: IdentityDescriber,
         source_cache: SourceFaceCache | None = None,
     ) -> None:
         self.spec = spec
+        self.identity = identity
         # Sources named by a key (``source_keys``) are analysed once per key: a batch's
         # items share their source. The cache must serve this pipeline's analyser only.
         self.source_cache = source_cache
-        registry = registry or default_registry()
         stray = set(spec.processor_options) - set(spec.processors)
         if stray:
             raise InvalidOptions(
@@ -102,7 +96,7 @@ class Pipeline:
         self.options: dict[str, ProcessorOptions] = {
             p.name: p.validate_options(spec.processor_options.get(p.name)) for p in self.processors
         }
-        self.analyser = analyser or default_analyser()
+        self.analyser = analyser
         self.needs_source = bool(SOURCE_PROCESSORS & set(spec.processors))
         self.needs_target_face = bool(FACE_PROCESSORS & set(spec.processors))
         # Every processor works on faces: a frame without one passes through untouched.
@@ -172,7 +166,7 @@ class Pipeline:
             if not reference_faces:
                 raise NoFaceDetected("the reference image has no face")
             if self.spec.selector.mode == "reference":
-                attach_identity(reference, reference_faces)
+                self.identity.attach(reference, reference_faces)
         ctx.state["pipeline"] = {"reference_faces": reference_faces}
         for processor in self.processors:
             ctx.check_cancelled()
@@ -198,7 +192,7 @@ class Pipeline:
         else:
             reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
             if self.spec.selector.mode == "reference":
-                attach_identity(frame, ctx.target_faces)
+                self.identity.attach(frame, ctx.target_faces)
             ctx.selected = select_faces(
                 ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +12,13 @@ Frame = npt.NDArray[np.uint8]
 """A BGR uint8 image, shape (H, W, 3) (OpenCV convention, as FaceFusion)."""
 
 FloatArray = npt.NDArray[np.float32]
+ArrayT = TypeVar("ArrayT", bound=np.ndarray)  # type: ignore[type-arg]
+
+
+def frozen(array: ArrayT) -> ArrayT:
+    """``array`` made read-only: the engine's module-level tables are constants."""
+    array.setflags(write=False)
+    return array
 
 
 @dataclass(eq=False)
@@ -22,7 +30,7 @@ class Face:
     (facefusion-contracts.md) apply. landmarks are mediapipe's 478-point mesh (x, y, z);
     z is relative depth in the same pixel scale as x. pose is (yaw, pitch, roll) in degrees.
     embedding is an identity descriptor: the geometric one from `engine.descriptor` as
-    analysed, replaced by the recogniser's (dlib's ResNet, `engine.identity.attach_identity`,
+    analysed, replaced by the recogniser's (dlib's ResNet, `engine.identity.IdentityDescriber`,
     which keeps the geometric one in ``extra``) where the pipeline needs identity (reference
     selection).
     track_id is set by video tracking and stays with one person across frames.

@@ -12,9 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from facegate.engine.errors import EngineError
 from facegate.engine.pipeline import PipelineSpec
-from facegate.engine.processors.registry import ProcessorRegistry, default_registry
+from facegate.engine.processors.registry import processor_class
 from facegate.errors import InvalidInput
 
 MAX_OPTIONS_CHARS = 16_384
@@ -61,21 +60,19 @@ def _expand_shortcuts(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def validate_processors(spec: PipelineSpec, registry: ProcessorRegistry | None = None) -> None:
-    """Each processor exists and accepts its options (InvalidOptions, ModelUnavailable);
-    the same checks ``Pipeline(spec)`` makes, without building a face analyser."""
-    registry = registry or default_registry()
+def validate_processors(spec: PipelineSpec) -> None:
+    """Each processor exists and accepts its options (InvalidOptions); the checks
+    ``Pipeline(spec)`` makes, on the processors' classes: nothing is loaded (whether their
+    models are installed is ``models.installed.check_spec_installed``'s question)."""
     stray = set(spec.processor_options) - set(spec.processors)
     if stray:
         raise _invalid(f"options given for processors not in the pipeline: {sorted(stray)}")
     for name in spec.processors:
         try:
-            processor = registry.get(name)
-            processor.validate_options(spec.processor_options.get(name))
-        except EngineError:
-            raise
+            processor = processor_class(name)
         except ImportError:
             raise _invalid(f"processor {name!r} is not installed") from None
+        processor.validate_options(spec.processor_options.get(name))
 
 
 def _invalid(detail: str) -> InvalidInput:

@@ -18,7 +18,6 @@ from facegate.api.uploads import read_upload
 from facegate.database import session_scope
 from facegate.engine.faces import FaceOrder, sort_faces
 from facegate.engine.image import ImageLimits, load_image
-from facegate.engine.pipeline import default_analyser
 from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.library.repository import LibraryRepository
 from facegate.library.schemas import (
@@ -78,7 +77,7 @@ def save_face(
         order=order,
         consent=consent,
     )
-    analysed = LibraryService.analyse(upload, policy)
+    analysed = LibraryService.analyse(upload, policy, state.face_engine)
     service: LibraryService | None = None
     try:
         with session_scope(write_sessions(state)) as write:
@@ -153,6 +152,7 @@ def export_face(
 
 @detection_router.post("/faces")
 def detect_faces(
+    request: Request,
     session: SessionDep,
     principal: Annotated[Principal, scoped("jobs:write")],
     image: Annotated[UploadFile, File(description="An image (a source or a target)")],
@@ -169,7 +169,7 @@ def detect_faces(
     loaded = load_image(
         data, ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
     )
-    faces = sort_faces(default_analyser().analyse(loaded.frame), order)
+    faces = sort_faces(get_state(request).face_engine.analyser.analyse(loaded.frame), order)
     return FoundFaces(
         width=loaded.width,
         height=loaded.height,

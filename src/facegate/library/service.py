@@ -18,9 +18,9 @@ from facegate.consent.service import ConsentService
 from facegate.database import utcnow
 from facegate.engine.errors import NoFaceDetected
 from facegate.engine.faces import sort_faces
-from facegate.engine.identity import LEARNED, attach_identity
+from facegate.engine.identity import LEARNED
 from facegate.engine.image import ImageLimits, encode_image, load_image
-from facegate.engine.pipeline import default_analyser
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import Face, Frame
 from facegate.errors import Forbidden, InvalidInput, NotFound
 from facegate.library.repository import LibraryRepository
@@ -87,13 +87,13 @@ class LibraryService:
         return face
 
     @staticmethod
-    def analyse(upload: FaceUpload, policy: Policy) -> AnalysedFace:
+    def analyse(upload: FaceUpload, policy: Policy, engine: EngineRuntime) -> AnalysedFace:
         """Check the consent field, decode the image under the tenant's limits, find the
         chosen face, describe it and cut its prepared source (CPU work, no database)."""
         ConsentService.check(upload.consent, 1, policy.require_consent, LIBRARY_PROCESSORS)
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
         loaded = load_image(upload.data, limits)
-        found = sort_faces(default_analyser().analyse(loaded.frame), upload.order)
+        found = sort_faces(engine.analyser.analyse(loaded.frame), upload.order)
         if not found:
             raise NoFaceDetected("no face was found in the image")
         if upload.face_index >= len(found):
@@ -103,7 +103,7 @@ class LibraryService:
                 code="invalid-face-index",
             )
         chosen = found[upload.face_index]
-        learned = attach_identity(loaded.frame, [chosen])
+        learned = engine.identity.attach(loaded.frame, [chosen])
         if chosen.embedding is None:
             raise NoFaceDetected("the chosen face could not be described")
         return AnalysedFace(

@@ -14,7 +14,7 @@ from facegate.api.deps import SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.engine.image import OUTPUT_FORMATS
 from facegate.engine.modelstore.manifest import MODEL_KINDS
-from facegate.engine.processors.registry import default_registry, sensitive_processors
+from facegate.engine.processors.registry import PROCESSORS, sensitive_processors
 from facegate.jobs.runtime import tenant_store_for
 from facegate.models.installed import (
     installation_model_store,
@@ -109,7 +109,7 @@ def get_capabilities(
     tenant = principal.tenant_id
     processors = [
         p
-        for p in default_registry().names()
+        for p in sorted(PROCESSORS)
         if policy.allows_processor(p) and processor_installed(models, tenant, p)
     ]
     return Capabilities(

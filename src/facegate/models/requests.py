@@ -1,13 +1,15 @@
-"""The bridge from a tenant's policy to the engine's model resolution: the ModelRequest a job
-runs with (tenant, pinned tags, A/B split, job id)."""
+"""The bridge from the installation and a tenant's policy to the engine: the engine runtime a
+process runs with, and the ModelRequest a job runs with (tenant, pinned tags, A/B split, job
+id)."""
 
 from __future__ import annotations
 
 from facegate.engine.errors import InvalidOptions
-from facegate.engine.modelstore.hub import use_model_store
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy
+from facegate.engine.runtime import EngineRuntime
 from facegate.models.installed import installation_model_store
-from facegate.settings import Settings, warmup_list
+from facegate.observability import metrics
+from facegate.settings import Settings
 from facegate.tenancy.tables import Policy
 
 
@@ -29,11 +31,13 @@ def model_request_for(tenant_id: str, job_id: str, policy: Policy) -> ModelReque
     return ModelRequest(tenant=tenant_id, policy=tag_policy_of(policy), job_id=job_id)
 
 
-def use_installation_models(settings: Settings) -> None:
-    """Point the engine at the installation's model store, with its MODEL_TAG default and
-    warm-up list (called once where workers start: embedded and cluster)."""
-    use_model_store(
+def installation_engine(settings: Settings) -> EngineRuntime:
+    """The engine runtime of a process serving this installation (built once by its
+    composition root: the API's start-up, a worker process, the CLI): the installation's
+    model store with its MODEL_TAG default, every model load observed by the metrics.
+    Processes that run jobs load ``warmup_list(settings)`` with ``hub.warm_up`` at start."""
+    return EngineRuntime.create(
         installation_model_store(settings),
         default_tag=settings.model_tag,
-        warm_up=warmup_list(settings),
+        load_listeners=[metrics.model_loaded],
     )

@@ -147,15 +147,6 @@ def worker_heartbeat() -> None:
     WORKER_HEARTBEAT.set(time.time())
 
 
-def install_model_load_hook() -> None:
-    """Observe every model the engine's inference pools load (the engine itself knows
-    nothing of Prometheus: it calls plain listeners)."""
-    from facegate.engine.modelstore import inference  # optional: onnxruntime
-
-    if model_loaded not in inference.LOAD_LISTENERS:
-        inference.LOAD_LISTENERS.append(model_loaded)
-
-
 class _DefaultRegistry(Collector):
     """This process's own metrics (single-process mode)."""
 

@@ -10,14 +10,16 @@ import anyio.to_thread
 from sqlalchemy import Engine
 
 from facegate.jobs.runtime import tenant_store_for
-from facegate.models.requests import use_installation_models
 from facegate.provenance.marker import marker_for
 from facegate.queue.claim import JobClaimer, LockingClaimer
 from facegate.queue.outcomes import meter_reaped
 from facegate.queue.postgres import PostgresClaimer, ServedTenants
 from facegate.queue.sql import SqlQueue
+from facegate.settings import warmup_list
 from facegate.state import AppState
 from facegate.worker.pool import WorkerConfig, WorkerPool
+from facegate.worker.runner import EngineRunner
+from facegate.worker.scratch import ScratchSpace
 
 
 def served_claimer(engine: Engine, worker_tenants: str | None) -> JobClaimer:
@@ -37,7 +39,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     if settings.workers == 0:
         yield None
         return
-    use_installation_models(settings)
+    await anyio.to_thread.run_sync(state.face_engine.hub.warm_up, warmup_list(settings))
     config = WorkerConfig(
         workers=settings.workers,
         lease_seconds=settings.job_lease_seconds,
@@ -52,8 +54,16 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         on_reaped=meter_reaped(config.device),
         local_key=settings.database_url,
     )
+    tenant_store = tenant_store_for(settings)
+    scratch = ScratchSpace()
     pool = WorkerPool.on_database(
-        state.engine, tenant_store_for(settings), config, marker=marker, queue=queue
+        state.engine,
+        tenant_store,
+        config,
+        marker=marker,
+        runner=EngineRunner(tenant_store, state.face_engine, scratch=scratch),
+        queue=queue,
+        scratch=scratch,
     )
     await anyio.to_thread.run_sync(pool.start)
     try:

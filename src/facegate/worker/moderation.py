@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 
 from facegate.engine.errors import ContentPolicyViolation
-from facegate.engine.modelstore.hub import ModelHub, default_hub
+from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.moderation import ModerationPolicy, Moderator, sample_video
 from facegate.engine.types import Frame
 from facegate.observability import metrics
@@ -43,14 +43,14 @@ class JobModeration:
         self,
         tenant_id: str,
         enabled: bool,
-        hub: ModelHub | None = None,
+        hub: ModelHub,
         policy: ModerationPolicy = JOB_MODERATION,
     ) -> None:
         self.tenant_id = tenant_id
         self.enabled = enabled
         self.policy = policy
         self.checked: list[str] = []
-        self._hub = hub
+        self.hub = hub
         self._moderator: Moderator | None = None
         if not enabled:
             metrics.moderation_decision(tenant_id, "disabled")
@@ -78,7 +78,7 @@ class JobModeration:
     def _check(self, what: str, frames: Sequence[Frame]) -> None:
         if self._moderator is None:
             # Resolved without a tenant: the shared classifier, never a tenant's own.
-            self._moderator = Moderator(self._hub if self._hub is not None else default_hub())
+            self._moderator = Moderator(self.hub)
         try:
             self._moderator.check(what, frames, self.policy)
         except ContentPolicyViolation as exc:

@@ -43,7 +43,6 @@ from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption
 from facegate.worker.observe import observe_finished
 from facegate.worker.output import JobOutput, JobRunner, ProgressFn
-from facegate.worker.runner import EngineRunner
 from facegate.worker.scratch import ScratchSpace, reclaim
 
 log = structlog.get_logger("facegate.jobs")
@@ -111,7 +110,7 @@ class WorkerPool:
         config: WorkerConfig | None = None,
         *,
         marker: ResultMarker,
-        runner: JobRunner | None = None,
+        runner: JobRunner,
         queue: JobQueue | None = None,
         scratch: ScratchSpace | None = None,
     ) -> Self:
@@ -124,7 +123,7 @@ class WorkerPool:
             JobOutcomes(engine, tenant_store, marker),
             config,
             marker=marker,
-            runner=runner or EngineRunner(tenant_store, scratch=scratch),
+            runner=runner,
             scratch=scratch,
         )
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError
 
 from facegate.database import create_engine_from_url, prepare_schema
 from facegate.jobs.runtime import tenant_store_for
-from facegate.models.requests import use_installation_models
+from facegate.models.requests import installation_engine
 from facegate.observability.logging import configure_logging
 from facegate.provenance.marker import marker_for
 from facegate.queue.heartbeat import Heartbeat
@@ -32,7 +32,7 @@ from facegate.queue.outcomes import meter_reaped
 from facegate.queue.port import WorkerInfo
 from facegate.queue.postgres import ServedTenants
 from facegate.queue.sql import PostgresQueue, SqlQueue
-from facegate.settings import Settings
+from facegate.settings import Settings, warmup_list
 from facegate.storage.tenant import TenantStore
 from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
 from facegate.worker.output import JobRunner
@@ -66,11 +66,16 @@ def make_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
     return SqlQueue(engine, on_reaped=meter_reaped(device))
 
 
-def load_runner(target: str | None, tenant_store: TenantStore, scratch: ScratchSpace) -> JobRunner:
-    """The engine runner, or ``module:factory`` called with the TenantStore (a plug-in
-    runner: another engine build, or the cheap runner the queue's acceptance tests use)."""
+def load_runner(
+    target: str | None, tenant_store: TenantStore, scratch: ScratchSpace, settings: Settings
+) -> JobRunner:
+    """The engine runner (this process's engine runtime, its warm-up list loaded now), or
+    ``module:factory`` called with the TenantStore (a plug-in runner: another engine build,
+    or the cheap runner the queue's acceptance tests use)."""
     if target is None:
-        return EngineRunner(tenant_store, scratch=scratch)
+        engine = installation_engine(settings)
+        engine.hub.warm_up(warmup_list(settings))
+        return EngineRunner(tenant_store, engine, scratch=scratch)
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)
     runner: JobRunner = factory(tenant_store)
@@ -153,7 +158,6 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         settings.database_url, pool_size=options.concurrency + 4, pool_pre_ping=False
     )
     tenant_store = tenant_store_for(settings)
-    use_installation_models(settings)
     config = WorkerConfig(
         workers=options.concurrency,
         lease_seconds=settings.job_lease_seconds,
@@ -169,7 +173,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         # A cluster worker signs with the installation's mounted Secret; without it, it
         # does not start (ProvenanceUnavailable names the folder).
         marker=marker_for(settings.provenance_path),
-        runner=load_runner(options.runner, tenant_store, scratch),
+        runner=load_runner(options.runner, tenant_store, scratch, settings),
         queue=queue,
         scratch=scratch,
     )

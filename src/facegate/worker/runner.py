@@ -11,8 +11,8 @@ import time
 from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
-from facegate.engine.pipeline import Pipeline, PipelineSpec
-from facegate.engine.sourcecache import SourceFaceCache
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.watermark import embed_watermark
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.tables import Job
@@ -39,20 +39,20 @@ def output_format(spec: PipelineSpec, target: LoadedImage) -> OutputFormat:
 
 
 class EngineRunner:
-    """JobRunner on the real engine: decode, Pipeline(spec).run_image, encode (video jobs:
+    """JobRunner on the real engine: decode, the runtime's pipeline.run_image, encode (video jobs:
     ``jobs.video_runner``)."""
 
     def __init__(
         self,
         tenant_store: TenantStore,
-        source_cache: SourceFaceCache | None = None,
+        engine: EngineRuntime,
         scratch: ScratchSpace | None = None,
     ) -> None:
         self.tenant_store = tenant_store
-        # Shared by the jobs this runner runs: a batch's items (one source, many targets)
-        # analyse their source once. Keys hold the tenant: no tenant learns from the
-        # timing whether another one used the same image.
-        self.source_cache = source_cache or SourceFaceCache()
+        # The runtime's source cache is shared by the jobs this runner runs: a batch's items
+        # (one source, many targets) analyse their source once. Keys hold the tenant: no
+        # tenant learns from the timing whether another one used the same image.
+        self.engine = engine
         self.scratch = scratch or ScratchSpace()  # unopened: the temporary directory itself
 
     def run(
@@ -66,13 +66,13 @@ class EngineRunner:
         if job.kind == "video":
             return run_video_job(
                 self.tenant_store,
+                self.engine,
                 job,
                 policy,
                 cancel,
                 on_progress,
                 mark,
                 self.scratch,
-                self.source_cache,
             )
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
@@ -96,9 +96,9 @@ class EngineRunner:
         if target is None:
             raise RuntimeError(f"job {job.id} has no target input")
         check_output_resolution(spec, policy, target.width, target.height)
-        moderation = JobModeration(job.tenant_id, policy.moderation)
+        moderation = JobModeration(job.tenant_id, policy.moderation, self.engine.hub)
         moderation.check_inputs([*source_items(sources), ("target image", target.frame)])
-        pipeline = Pipeline(spec, source_cache=self.source_cache)
+        pipeline = self.engine.pipeline(spec)
         models_used: dict[str, str] = {}
         frame = pipeline.run_image(
             [s.frame for s in sources],

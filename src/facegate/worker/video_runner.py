@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
-from facegate.engine.pipeline import Pipeline, PipelineSpec
-from facegate.engine.sourcecache import SourceFaceCache
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoProgress
 from facegate.engine.watermark import VideoWatermark
@@ -86,16 +86,16 @@ def finish_frames(policy: Policy, mark: JobMark) -> Callable[[Frame, int], Frame
 
 def run_video_job(
     store: TenantStore,
+    engine: EngineRuntime,
     job: Job,
     policy: Policy,
     cancel: threading.Event,
     on_progress: ProgressFn,
     mark: JobMark,
     scratch: ScratchSpace,
-    source_cache: SourceFaceCache | None = None,
 ) -> JobOutput:
     """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput; the
-    sources analysed through the runner's ``source_cache``); its files live in the worker's
+    sources analysed through the runtime's source cache); its files live in the worker's
     ``scratch`` space."""
     started = time.perf_counter()
     spec = PipelineSpec.model_validate(job.spec)
@@ -116,13 +116,13 @@ def run_video_job(
                 input_bytes += len(data)
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
-        moderation = JobModeration(job.tenant_id, policy.moderation)
+        moderation = JobModeration(job.tenant_id, policy.moderation, engine.hub)
         moderation.check_inputs(source_items(sources))
         moderation.check_input_video("target video", target)
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
-        result = Pipeline(spec, source_cache=source_cache).run_video(
+        result = engine.pipeline(spec).run_video(
             [s.frame for s in sources],
             target,
             dst,

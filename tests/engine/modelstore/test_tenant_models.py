@@ -3,15 +3,15 @@ refused for another tenant; pins and the A/B variant land in ``models_used``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.modelstore import hub as hub_module
-from facegate.engine.modelstore.hub import ModelHub, configure_default_hub
+from facegate.engine.identity import IdentityDescriber
+from facegate.engine.modelstore.hub import ModelHub
+from facegate.engine.modelstore.store import ModelStore
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy, choose_variant
 from facegate.engine.networks.face_helper import WARP_TEMPLATES
 from facegate.engine.pipeline import Pipeline, PipelineSpec
@@ -39,19 +39,14 @@ def create_face(size: int = 128, offset: tuple[int, int] = (60, 50)) -> Face:
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> Iterator[ModelHub]:
-    """The process-wide hub pointed at a temp store with a shared recognizer; restored after."""
-    saved = list(hub_module._default)
-    created = configure_default_hub(tmp_path / "models")
-    created.store._builtins = {}  # only this test's files
+def hub(tmp_path: Path) -> ModelHub:
+    """A hub over a temp store (only this test's files) with a shared recognizer."""
+    created = ModelHub(ModelStore(tmp_path / "models", include_builtins=False))
     arc = arcface_graph(tmp_path / "arc.onnx", ARC_W)
     created.store.add(
         "arcface_w600k_r50", "v1", {"model": arc}, kind="face_recognizer", licence="t"
     )
-    try:
-        yield created
-    finally:
-        hub_module._default[:] = saved
+    return created
 
 
 def add_private_swapper(hub: ModelHub, tmp: Path, tenant: str, tag: str, gain: tuple) -> None:
@@ -61,14 +56,19 @@ def add_private_swapper(hub: ModelHub, tmp: Path, tenant: str, tag: str, gain: t
     )
 
 
-def create_pipeline() -> Pipeline:
+def create_pipeline(hub: ModelHub) -> Pipeline:
     spec = PipelineSpec.model_validate(
         {
             "processors": ["face_swapper"],
             "processor_options": {"face_swapper": {"model": "inswapper_128", "mask_blur": 0.0}},
         }
     )
-    return Pipeline(spec, analyser=FixedAnalyser(create_face()), registry=ProcessorRegistry())
+    return Pipeline(
+        spec,
+        analyser=FixedAnalyser(create_face()),
+        registry=ProcessorRegistry(hub),
+        identity=IdentityDescriber(),
+    )
 
 
 def create_frame() -> Frame:
@@ -79,7 +79,7 @@ def test_private_swapper_is_used_by_its_tenant(hub: ModelHub, tmp_path: Path) ->
     add_private_swapper(hub, tmp_path, "acme", "v1", (1.0, 0.0, 0.0))  # keeps red only
     frame = create_frame()
     used: dict[str, str] = {}
-    out = create_pipeline().run_image(
+    out = create_pipeline(hub).run_image(
         [frame], frame, model_request=ModelRequest(tenant="acme", job_id="j1"), models_used=used
     )
     inner = (slice(55, 175), slice(65, 185))
@@ -92,11 +92,11 @@ def test_private_swapper_is_refused_for_another_tenant(hub: ModelHub, tmp_path: 
     add_private_swapper(hub, tmp_path, "acme", "v1", (1.0, 0.0, 0.0))
     frame = create_frame()
     with pytest.raises(ModelUnavailable, match="inswapper_128"):
-        create_pipeline().run_image(
+        create_pipeline(hub).run_image(
             [frame], frame, model_request=ModelRequest(tenant="globex", job_id="j2")
         )
     with pytest.raises(ModelUnavailable, match="inswapper_128"):
-        create_pipeline().run_image([frame], frame)  # nor for the shared installation
+        create_pipeline(hub).run_image([frame], frame)  # nor for the shared installation
 
 
 def test_ab_split_variant_is_recorded(hub: ModelHub, tmp_path: Path) -> None:
@@ -108,7 +108,9 @@ def test_ab_split_variant_is_recorded(hub: ModelHub, tmp_path: Path) -> None:
     for job_id in ("a", "b", "c", "d", "e", "f"):
         used: dict[str, str] = {}
         request = ModelRequest(tenant="acme", policy=policy, job_id=job_id)
-        out = create_pipeline().run_image([frame], frame, model_request=request, models_used=used)
+        out = create_pipeline(hub).run_image(
+            [frame], frame, model_request=request, models_used=used
+        )
         variant = choose_variant("inswapper_128", job_id, {"v1": 1.0, "v2": 1.0})
         assert used["inswapper_128"] == variant
         kept = 2 if variant == "v1" else 0  # BGR index of the channel the variant keeps

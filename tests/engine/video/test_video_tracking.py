@@ -10,7 +10,8 @@ import pytest
 from videoclips import NO_FACE, SOURCE, create_clip, decode_all
 
 from facegate.engine.faces import FaceAnalyser
-from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.tracking import FaceTracker
 from facegate.engine.video import VideoOptions, probe_video
 
@@ -57,8 +58,10 @@ def test_moving_face_keeps_one_track(tmp_path: Path, analyser: FaceAnalyser) -> 
     assert ids == {0}
 
 
-def test_run_video_swaps_faces_and_passes_faceless_frames(tmp_path: Path) -> None:
-    pipeline = Pipeline(PipelineSpec.model_validate({"selector": {"mode": "many"}}))
+def test_run_video_swaps_faces_and_passes_faceless_frames(
+    tmp_path: Path, face_engine: EngineRuntime
+) -> None:
+    pipeline = face_engine.pipeline(PipelineSpec.model_validate({"selector": {"mode": "many"}}))
     source = cv2.imread(str(SOURCE))
     src = create_clip(tmp_path / "face.mp4", seconds=0.5)
     dst = tmp_path / "out.mp4"

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,9 +30,9 @@ from facegate.engine.errors import ModelUnavailable
 Device = Literal["auto", "cuda", "cpu"]
 PREFERRED_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
 
-# Called with (kind, seconds) after each model load ("onnx" | "ncnn"); the service adds its
-# metrics here, so the engine itself depends on nothing of the service.
-LOAD_LISTENERS: list[Callable[[str, float], None]] = []
+LoadListener = Callable[[str, float], None]
+"""Called with (kind, seconds) after each model load ("onnx" | "ncnn"): the service passes
+its metrics in, so the engine itself depends on nothing of the service."""
 
 
 def available_providers(device: Device = "auto") -> tuple[str, ...]:
@@ -80,8 +80,11 @@ class PoolStats:
 class InferencePool:
     """A process-wide cache of loaded models (onnxruntime sessions, ncnn nets)."""
 
-    def __init__(self, settings: PoolSettings | None = None) -> None:
+    def __init__(
+        self, settings: PoolSettings | None = None, listeners: Sequence[LoadListener] = ()
+    ) -> None:
         self.settings = settings or PoolSettings()
+        self.listeners = tuple(listeners)
         self._entries: OrderedDict[tuple[str, ...], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, ...], threading.Lock] = {}
@@ -147,7 +150,7 @@ class InferencePool:
                 self.stats.loaded["|".join(key[:2])] = seconds
                 self.stats.bytes_held += size
                 self._evict_locked(keep=key)
-            for listener in LOAD_LISTENERS:
+            for listener in self.listeners:
                 listener(key[0], seconds)
             return value
 

@@ -10,7 +10,9 @@ Pure numpy around each forward pass so every step is testable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import cv2
 import numpy as np
@@ -36,10 +38,12 @@ class AgeModelSpec:
     output_size: int = 0
 
 
-AGE_MODELS: dict[str, AgeModelSpec] = {
-    "styleganex_age": AgeModelSpec("styleganex", "ffhq_512", 256, "styleganex_384", 384, 1024),
-    "fran": AgeModelSpec("fran", "ffhq_512", 1024, None, 0, 1024),
-}
+AGE_MODELS: Mapping[str, AgeModelSpec] = MappingProxyType(
+    {
+        "styleganex_age": AgeModelSpec("styleganex", "ffhq_512", 256, "styleganex_384", 384, 1024),
+        "fran": AgeModelSpec("fran", "ffhq_512", 1024, None, 0, 1024),
+    }
+)
 
 
 def scale_keypoints5(keypoints5: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:

@@ -8,9 +8,10 @@ square crop ``S``). The check returns the input spec recorded in the manifest (c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import onnx
@@ -40,19 +41,21 @@ class Contract:
 
 
 _IMAGE_S: Shape = (1, 3, "S", "S")
-CONTRACTS: dict[str, Contract] = {
-    "face_enhancer": Contract(
-        {"input": _IMAGE_S, "weight": (1,)}, {"output": _IMAGE_S}, frozenset({"weight"})
-    ),
-    "frame_enhancer": Contract({"input": (1, 3, None, None)}, {"output": (1, 3, None, None)}),
-    "face_recognizer": Contract({"input": (1, 3, 112, 112)}, {"output": (1, 512)}),
-    "embedding_converter": Contract({"input": (1, 512)}, {"output": (1, 512)}),
-    "age_modifier": Contract(
-        {"target": _IMAGE_S, "target_with_background": (1, 3, None, None), "direction": None},
-        {"output": (1, 3, None, None)},
-        frozenset({"target_with_background"}),
-    ),
-}
+CONTRACTS: Mapping[str, Contract] = MappingProxyType(
+    {
+        "face_enhancer": Contract(
+            {"input": _IMAGE_S, "weight": (1,)}, {"output": _IMAGE_S}, frozenset({"weight"})
+        ),
+        "frame_enhancer": Contract({"input": (1, 3, None, None)}, {"output": (1, 3, None, None)}),
+        "face_recognizer": Contract({"input": (1, 3, 112, 112)}, {"output": (1, 512)}),
+        "embedding_converter": Contract({"input": (1, 512)}, {"output": (1, 512)}),
+        "age_modifier": Contract(
+            {"target": _IMAGE_S, "target_with_background": (1, 3, None, None), "direction": None},
+            {"output": (1, 3, None, None)},
+            frozenset({"target_with_background"}),
+        ),
+    }
+)
 
 
 def swapper_contract(name: str) -> Contract:

@@ -9,7 +9,9 @@ scale back → NMS (IoU 0.4).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 import cv2
@@ -20,13 +22,15 @@ from facegate.engine.modelstore.hub import OnnxModel
 from facegate.engine.types import Frame
 
 DetectorType = Literal["retinaface", "scrfd", "yolo_face", "yunet"]
-DETECTORS: dict[str, DetectorType] = {
-    "retinaface_10g": "retinaface",
-    "scrfd_2.5g": "scrfd",
-    "yoloface_8n": "yolo_face",
-    "yunet_2023mar": "yunet",
-    "yunet": "yunet",
-}
+DETECTORS: Mapping[str, DetectorType] = MappingProxyType(
+    {
+        "retinaface_10g": "retinaface",
+        "scrfd_2.5g": "scrfd",
+        "yoloface_8n": "yolo_face",
+        "yunet_2023mar": "yunet",
+        "yunet": "yunet",
+    }
+)
 STRIDES = (8, 16, 32)
 Floats = npt.NDArray[np.float64]
 

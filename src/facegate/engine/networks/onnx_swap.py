@@ -9,6 +9,7 @@ split it into model-size sub-images, run each, reassemble, box mask, paste back.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from facegate.engine.errors import InvalidOptions, NoFaceDetected
-from facegate.engine.modelstore.hub import ModelHub, OnnxModel, default_hub
+from facegate.engine.modelstore.hub import ModelHub, OnnxModel
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.networks.face_helper import (
     create_box_mask,
@@ -42,7 +43,6 @@ from facegate.engine.networks.swap_models import (
     prepare_crop_frame,
     read_emap,
 )
-from facegate.engine.swap.backend import SwapBackend, register_swap_backend
 from facegate.engine.types import Face, Frame
 
 RECOGNIZER = "arcface_w600k_r50"
@@ -102,16 +102,12 @@ class OnnxSwapBackend:
     applies to its jobs only. Sessions are pooled by file in the ModelHub.
     """
 
-    def __init__(self, name: str, hub: ModelHub | None = None) -> None:
+    def __init__(self, name: str, hub: ModelHub) -> None:
         self.name = name
         self.spec = SWAPPERS[name]
-        self._hub = hub
-
-    @property
-    def hub(self) -> ModelHub:
-        # Looked up per use: the edge may configure the default hub after this backend was
-        # created (and cached by the shared face_swapper instance).
-        return self._hub if self._hub is not None else default_hub()
+        self.hub = hub
+        self._emaps: dict[str, npt.NDArray[np.float32]] = {}  # model file -> its EMAP
+        self._lock = threading.Lock()
 
     def load(self, request: ModelRequest | None = None) -> OnnxSwapModels:
         """The models of this swapper for one job (ModelUnavailable when one is missing)."""
@@ -120,8 +116,17 @@ class OnnxSwapBackend:
         converter = self.hub.onnx(self.spec.converter, request) if self.spec.converter else None
         emap = None
         if self.spec.type == "inswapper":
-            emap = read_emap(str(self.hub.store.verified_path(model.version)))
+            emap = self._emap(str(self.hub.store.verified_path(model.version)))
         return OnnxSwapModels(model, recognizer, converter, emap)
+
+    def _emap(self, path: str) -> npt.NDArray[np.float32]:
+        with self._lock:
+            found = self._emaps.get(path)
+        if found is None:
+            found = read_emap(path)  # read once per file (a tenant's model is another file)
+            with self._lock:
+                self._emaps[path] = found
+        return found
 
     # -- SwapBackend -----------------------------------------------------------------------
     def prepare_source(
@@ -198,15 +203,5 @@ class OnnxSwapBackend:
             embedding = balance_source_embedding(embedding, target, weight, self.spec)
         return embedding
 
-
-def _factory(name: str) -> Any:
-    def create() -> SwapBackend:
-        return OnnxSwapBackend(name)
-
-    return create
-
-
-for _name in SWAPPERS:
-    register_swap_backend(_name, _factory(_name))
 
 __all__ = ["OnnxSource", "OnnxSwapBackend", "OnnxSwapModels", "forward_swap", "l2_normalise"]

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -41,27 +42,29 @@ class SwapperSpec:
 _HALF = (0.5, 0.5, 0.5)
 _ZERO = (0.0, 0.0, 0.0)
 _ONE = (1.0, 1.0, 1.0)
-SWAPPERS: dict[str, SwapperSpec] = {
-    "inswapper_128": SwapperSpec("inswapper", "arcface_128", 128, _ZERO, _ONE),
-    "inswapper_128_fp16": SwapperSpec("inswapper", "arcface_128", 128, _ZERO, _ONE),
-    "hyperswap_1a_256": SwapperSpec("hyperswap", "arcface_128", 256, _HALF, _HALF),
-    "hyperswap_1b_256": SwapperSpec("hyperswap", "arcface_128", 256, _HALF, _HALF),
-    "hyperswap_1c_256": SwapperSpec("hyperswap", "arcface_128", 256, _HALF, _HALF),
-    "simswap_256": SwapperSpec(
-        "simswap", "arcface_112_v1", 256, IMAGENET_MEAN, IMAGENET_STD, "crossface_simswap"
-    ),
-    "simswap_unofficial_512": SwapperSpec(
-        "simswap", "arcface_112_v1", 512, _ZERO, _ONE, "crossface_simswap"
-    ),
-    "ghost_1_256": SwapperSpec("ghost", "arcface_112_v1", 256, _HALF, _HALF, "crossface_ghost"),
-    "ghost_2_256": SwapperSpec("ghost", "arcface_112_v1", 256, _HALF, _HALF, "crossface_ghost"),
-    "ghost_3_256": SwapperSpec("ghost", "arcface_112_v1", 256, _HALF, _HALF, "crossface_ghost"),
-    "hififace_unofficial_256": SwapperSpec(
-        "hififace", "mtcnn_512", 256, _HALF, _HALF, "crossface_hififace"
-    ),
-    "blendswap_256": SwapperSpec("blendswap", "ffhq_512", 256, _ZERO, _ONE),
-    "uniface_256": SwapperSpec("uniface", "ffhq_512", 256, _HALF, _HALF),
-}
+SWAPPERS: Mapping[str, SwapperSpec] = MappingProxyType(
+    {
+        "inswapper_128": SwapperSpec("inswapper", "arcface_128", 128, _ZERO, _ONE),
+        "inswapper_128_fp16": SwapperSpec("inswapper", "arcface_128", 128, _ZERO, _ONE),
+        "hyperswap_1a_256": SwapperSpec("hyperswap", "arcface_128", 256, _HALF, _HALF),
+        "hyperswap_1b_256": SwapperSpec("hyperswap", "arcface_128", 256, _HALF, _HALF),
+        "hyperswap_1c_256": SwapperSpec("hyperswap", "arcface_128", 256, _HALF, _HALF),
+        "simswap_256": SwapperSpec(
+            "simswap", "arcface_112_v1", 256, IMAGENET_MEAN, IMAGENET_STD, "crossface_simswap"
+        ),
+        "simswap_unofficial_512": SwapperSpec(
+            "simswap", "arcface_112_v1", 512, _ZERO, _ONE, "crossface_simswap"
+        ),
+        "ghost_1_256": SwapperSpec("ghost", "arcface_112_v1", 256, _HALF, _HALF, "crossface_ghost"),
+        "ghost_2_256": SwapperSpec("ghost", "arcface_112_v1", 256, _HALF, _HALF, "crossface_ghost"),
+        "ghost_3_256": SwapperSpec("ghost", "arcface_112_v1", 256, _HALF, _HALF, "crossface_ghost"),
+        "hififace_unofficial_256": SwapperSpec(
+            "hififace", "mtcnn_512", 256, _HALF, _HALF, "crossface_hififace"
+        ),
+        "blendswap_256": SwapperSpec("blendswap", "ffhq_512", 256, _ZERO, _ONE),
+        "uniface_256": SwapperSpec("uniface", "ffhq_512", 256, _HALF, _HALF),
+    }
+)
 
 
 def prepare_crop_frame(crop: npt.NDArray[np.uint8], spec: SwapperSpec) -> npt.NDArray[np.float32]:
@@ -82,10 +85,9 @@ def normalize_crop_frame(
     return np.ascontiguousarray(frame.clip(0, 1)[:, :, ::-1] * 255, dtype=np.float32)
 
 
-@lru_cache(maxsize=8)
 def read_emap(model_path: str) -> npt.NDArray[np.float32]:
     """inswapper's EMAP: the last initializer of the ONNX graph (FaceFusion's
-    ``get_static_model_initializer``). Read once per file."""
+    ``get_static_model_initializer``)."""
     graph = onnx.load(model_path).graph
     return np.asarray(numpy_helper.to_array(graph.initializer[-1]), dtype=np.float32)
 

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field
 
 from facegate.engine.errors import InvalidOptions, ModelUnavailable
-from facegate.engine.modelstore.hub import OnnxModel, UsesModelHub
+from facegate.engine.modelstore.hub import OnnxModel
 from facegate.engine.networks.age_modify import (
     AGE_MODELS,
     AgeModelSpec,
@@ -54,7 +54,7 @@ def _spec(name: str, kind_input: dict[str, object]) -> AgeModelSpec:
     return base  # a tenant's own model of a known type (manifest input ``type``)
 
 
-class AgeModifier(UsesModelHub, Processor[AgeModifierOptions]):
+class AgeModifier(Processor[AgeModifierOptions]):
     """Ages or rejuvenates faces with a FaceFusion-format age model."""
 
     name: ClassVar[str] = "age_modifier"

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from facegate.engine.errors import Cancelled, InvalidOptions
+from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.types import Face, Frame
 
@@ -85,16 +86,23 @@ class Processor(ABC, Generic[OptionsT]):
     #: Whether the service should treat use of this processor as sensitive (audited).
     sensitive: ClassVar[bool] = False
 
+    def __init__(self, hub: ModelHub) -> None:
+        #: Where the processor's models come from (the engine runtime's hub); the tenant and
+        #: tag choice travel per call in the JobContext.
+        self.hub = hub
+
     def check_models(self) -> None:
         """Raise ModelUnavailable when a needed model is missing; default: nothing needed."""
 
-    def validate_options(self, raw: Mapping[str, Any] | None) -> OptionsT:
+    @classmethod
+    def validate_options(cls, raw: Mapping[str, Any] | None) -> OptionsT:
+        """The typed options of ``raw`` (needs only the class: no models are loaded)."""
         try:
-            opts = self.options_type.model_validate(dict(raw or {}))
+            opts = cls.options_type.model_validate(dict(raw or {}))
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "options"
-            raise InvalidOptions(f"{self.name}: {where}: {first['msg']}") from None
+            raise InvalidOptions(f"{cls.name}: {where}: {first['msg']}") from None
         return opts  # type: ignore[return-value]
 
     def prepare(self, ctx: JobContext) -> None:

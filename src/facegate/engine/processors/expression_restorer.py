@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from facegate.engine.modelstore.hub import OnnxModel, UsesModelHub
+from facegate.engine.modelstore.hub import OnnxModel
 from facegate.engine.networks.face_helper import (
     create_box_mask,
     paste_back,
@@ -50,7 +50,7 @@ class ExpressionRestorerOptions(ProcessorOptions):
     mask_blur: float = Field(default=0.3, ge=0.0, le=1.0)
 
 
-class ExpressionRestorer(UsesModelHub, Processor[ExpressionRestorerOptions]):
+class ExpressionRestorer(Processor[ExpressionRestorerOptions]):
     """Restores the original expression onto processed faces."""
 
     name: ClassVar[str] = "expression_restorer"

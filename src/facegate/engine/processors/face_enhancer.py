@@ -15,7 +15,6 @@ import numpy as np
 from pydantic import Field
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.modelstore.hub import UsesModelHub
 from facegate.engine.networks.face_enhance import (
     FACE_ENHANCERS,
     FaceEnhancerSpec,
@@ -57,7 +56,7 @@ def target_faces(ctx: JobContext) -> list[Face]:
     return chosen or list(ctx.target_faces)
 
 
-class FaceEnhancer(UsesModelHub, Processor[FaceEnhancerOptions]):
+class FaceEnhancer(Processor[FaceEnhancerOptions]):
     """Restores faces with a face restoration model."""
 
     name: ClassVar[str] = "face_enhancer"

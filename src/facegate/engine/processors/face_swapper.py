@@ -15,8 +15,10 @@ import threading
 from typing import Any, ClassVar
 
 from facegate.engine.errors import InvalidOptions
+from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
-from facegate.engine.swap.backend import SwapBackend, create_swap_backend
+from facegate.engine.swap.backend import SwapBackend
+from facegate.engine.swap.factory import create_swap_backend
 from facegate.engine.swap.occlusion import OcclusionDetector, keep_occluders
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.types import Face, Frame
@@ -47,7 +49,8 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
     options_type: ClassVar[type[ProcessorOptions]] = FaceSwapperOptions
     sensitive: ClassVar[bool] = True
 
-    def __init__(self) -> None:
+    def __init__(self, hub: ModelHub) -> None:
+        super().__init__(hub)
         # Backends are read-only once created (loaded models), so one per model name is
         # shared by every job; the lock only guards their lazy creation.
         self._backends: dict[str, SwapBackend] = {}
@@ -64,7 +67,7 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
         with self._lock:
             found = self._backends.get(model)
             if found is None:
-                found = create_swap_backend(model)
+                found = create_swap_backend(model, self.hub)
                 self._backends[model] = found
             return found
 

@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from facegate.engine.errors import ModelUnavailable
-from facegate.engine.modelstore.hub import UsesModelHub
 from facegate.engine.modelstore.manifest import ModelVersion
 from facegate.engine.networks.frame_enhance import (
     FRAME_ENHANCERS,
@@ -55,7 +54,7 @@ def spec_for(version: ModelVersion) -> FrameEnhancerSpec:
         ) from None
 
 
-class FrameEnhancer(UsesModelHub, Processor[FrameEnhancerOptions]):
+class FrameEnhancer(Processor[FrameEnhancerOptions]):
     """Upscales frames with a tiled super-resolution model."""
 
     name: ClassVar[str] = "frame_enhancer"

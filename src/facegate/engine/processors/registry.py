@@ -1,7 +1,7 @@
 """Processor names → classes, and one shared instance of each per registry.
 
-Instances hold only read-only things (loaded models), so one per process serves every job
-and tenant; everything per job travels in ``JobContext``. Classes are imported lazily so a
+Instances hold only read-only things (loaded models), so one per engine runtime serves every
+job and tenant; everything per job travels in ``JobContext``. Classes are imported lazily so a
 pipeline that uses only ``face_debugger`` never loads a swapper's models.
 """
 
@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from facegate.engine.errors import InvalidOptions
+from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.processors.base import Processor
 
 # name -> "module:Class"
-PROCESSORS: dict[str, str] = {
-    "face_swapper": "facegate.engine.processors.face_swapper:FaceSwapper",
-    "face_debugger": "facegate.engine.processors.face_debugger:FaceDebugger",
-    "face_enhancer": "facegate.engine.processors.face_enhancer:FaceEnhancer",
-    "frame_enhancer": "facegate.engine.processors.frame_enhancer:FrameEnhancer",
-    "age_modifier": "facegate.engine.processors.age_modifier:AgeModifier",
-    "expression_restorer": "facegate.engine.processors.expression_restorer:ExpressionRestorer",
-}
+PROCESSORS: Mapping[str, str] = MappingProxyType(
+    {
+        "face_swapper": "facegate.engine.processors.face_swapper:FaceSwapper",
+        "face_debugger": "facegate.engine.processors.face_debugger:FaceDebugger",
+        "face_enhancer": "facegate.engine.processors.face_enhancer:FaceEnhancer",
+        "frame_enhancer": "facegate.engine.processors.frame_enhancer:FrameEnhancer",
+        "age_modifier": "facegate.engine.processors.age_modifier:AgeModifier",
+        "expression_restorer": "facegate.engine.processors.expression_restorer:ExpressionRestorer",
+    }
+)
 
 
 def processor_class(name: str) -> type[Processor[Any]]:
@@ -51,7 +54,8 @@ def sensitive_processors(names: Iterable[str] | None = None) -> list[str]:
 class ProcessorRegistry:
     """Creates each processor once (thread-safe) and hands out the shared instance."""
 
-    def __init__(self, table: dict[str, str] | None = None) -> None:
+    def __init__(self, hub: ModelHub, table: dict[str, str] | None = None) -> None:
+        self.hub = hub
         self._table = dict(PROCESSORS if table is None else table)
         self._instances: dict[str, Processor[Any]] = {}
         self._lock = threading.Lock()
@@ -69,7 +73,7 @@ class ProcessorRegistry:
             if instance is None:
                 module_name, attr = target.split(":")
                 cls = getattr(importlib.import_module(module_name), attr)
-                instance = cls()
+                instance = cls(self.hub)
                 assert isinstance(instance, Processor)
                 instance.check_models()
                 self._instances[name] = instance
@@ -80,9 +84,3 @@ class ProcessorRegistry:
             for instance in self._instances.values():
                 instance.release()
             self._instances.clear()
-
-
-@lru_cache(maxsize=1)
-def default_registry() -> ProcessorRegistry:
-    """The process-wide registry (a cache of read-only processor instances)."""
-    return ProcessorRegistry()

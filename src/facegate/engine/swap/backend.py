@@ -3,19 +3,16 @@
 A backend turns the source faces of one identity into a reusable state once per job
 (``prepare_source``), then swaps that identity onto target faces frame after frame
 (``swap_face``). Backends hold only read-only things (loaded models), so one instance
-serves many jobs and threads. ``mesh_warp`` (geometric, built in) is the first; the ONNX
-swappers (inswapper, simswap, ...) register themselves the same way.
-
-The registry maps a model name to a factory; it is filled at import time and only read
-afterwards, so it carries no per-job state.
+serves many jobs and threads. ``mesh_warp`` (geometric, built in) is the first; every
+FaceFusion swapper of ``networks.swap_models.SWAPPERS`` (inswapper, simswap, ...) is the
+other kind (``swap.options.swap_backend_names``). ``swap.factory`` creates them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from facegate.engine.errors import InvalidOptions
 from facegate.engine.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -53,45 +50,3 @@ class SwapBackend(Protocol):
         of every backend copying a whole frame per face).
         """
         ...
-
-
-SwapBackendFactory = Callable[[], SwapBackend]
-
-
-def _mesh_warp_factory() -> SwapBackend:
-    from facegate.engine.swap.mesh_warp import MeshWarpBackend
-
-    return MeshWarpBackend()
-
-
-_FACTORIES: dict[str, SwapBackendFactory] = {"mesh_warp": _mesh_warp_factory}
-
-
-def register_swap_backend(name: str, factory: SwapBackendFactory) -> None:
-    """Make ``name`` a valid ``face_swapper`` model. Call at import time of the backend's
-    module; registering a name twice with a different factory is an error."""
-    existing = _FACTORIES.get(name)
-    if existing is not None and existing is not factory:
-        raise ValueError(f"swap backend {name!r} is already registered")
-    _FACTORIES[name] = factory
-
-
-def _load_plugins() -> None:
-    # The ONNX swappers register themselves when their module is imported; importing it here
-    # (lazily: it pulls in onnxruntime) makes every FaceFusion model name a valid choice.
-    import facegate.engine.networks.onnx_swap  # noqa: F401
-
-
-def swap_backend_names() -> frozenset[str]:
-    _load_plugins()
-    return frozenset(_FACTORIES)
-
-
-def create_swap_backend(name: str) -> SwapBackend:
-    """A new backend instance (factories may raise ``ModelUnavailable``)."""
-    _load_plugins()
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise InvalidOptions(f"face_swapper: unknown swap model {name!r}") from None
-    return factory()

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from facegate.engine import mesh
 from facegate.engine.swap.filters import gaussian_blur
 from facegate.engine.swap.geometry import FloatArray
-from facegate.engine.types import Face, Frame
+from facegate.engine.types import Face, Frame, frozen
 
 #: The region searched: the landmarks' box grown by this fraction of its size on each side
 #: for hands (a hand reaching in is found whole), and the mask returned over the same box.
@@ -67,10 +67,10 @@ _FEATURES = (
     mesh.LIPS_OUTER,
 )
 #: Nostrils: around the alar base and the columella (the dark holes under the nose tip).
-_NOSTRILS = np.array([98, 327, 2, 79, 309, 64, 294, 20, 250, 60, 290], np.int32)
+_NOSTRILS = frozen(np.array([98, 327, 2, 79, 309, 64, 294, 20, 250, 60, 290], np.int32))
 
 # mediapipe's hand landmarks: the palm (wrist and the four knuckles) and the finger chains.
-_PALM = np.array([0, 1, 5, 9, 13, 17], np.int32)
+_PALM = frozen(np.array([0, 1, 5, 9, 13, 17], np.int32))
 _FINGERS = ((0, 1, 2, 3, 4), (5, 6, 7, 8), (9, 10, 11, 12), (13, 14, 15, 16), (17, 18, 19, 20))
 
 

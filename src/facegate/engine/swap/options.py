@@ -6,7 +6,16 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from facegate.engine.networks.swap_models import SWAPPERS
 from facegate.engine.processors.base import ProcessorOptions
+
+#: The built-in, geometric swap backend (no model files).
+MESH_WARP = "mesh_warp"
+
+
+def swap_backend_names() -> frozenset[str]:
+    """Every valid ``face_swapper`` model: the built-in one and the ONNX swappers."""
+    return frozenset({MESH_WARP, *SWAPPERS})
 
 
 class FaceSwapperOptions(ProcessorOptions):
@@ -75,8 +84,6 @@ class FaceSwapperOptions(ProcessorOptions):
     @field_validator("model")
     @classmethod
     def _known_model(cls, value: str) -> str:
-        from facegate.engine.swap.backend import swap_backend_names
-
         if value not in swap_backend_names():
             known = ", ".join(sorted(swap_backend_names()))
             raise ValueError(f"unknown swap model {value!r} (known: {known})")

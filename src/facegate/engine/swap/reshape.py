@@ -34,19 +34,44 @@ from facegate.engine.descriptor import face_frame, frame_pose
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import FOREHEAD_KEPT
 from facegate.engine.swap.warp import MeshRaster, warp_face
-from facegate.engine.types import Frame
+from facegate.engine.types import Frame, frozen
 
 IndexArray = npt.NDArray[np.int32]
 
 # Rigid points (subject's right side; their mirrors are added): eye corners, nose, cheekbones,
 # forehead and the upper outline. The scale and centre of the fit come from these.
-_RIGID_RIGHT = np.array(
-    [33, 133, 98, 129, 48, 64, 102, 122, 196, 174, 108, 67, 109, 103, 54, 116, 117, 118, 50, 205],
-    dtype=np.int32,
+_RIGID_RIGHT = frozen(
+    np.array(
+        [
+            33,
+            133,
+            98,
+            129,
+            48,
+            64,
+            102,
+            122,
+            196,
+            174,
+            108,
+            67,
+            109,
+            103,
+            54,
+            116,
+            117,
+            118,
+            50,
+            205,
+        ],
+        dtype=np.int32,
+    )
 )
-_RIGID = np.unique(
-    np.concatenate([_RIGID_RIGHT, mesh.MIRROR[_RIGID_RIGHT], [1, 2, 4, 5, 6, 9, 168, 195, 197]])
-).astype(np.int32)
+_RIGID = frozen(
+    np.unique(
+        np.concatenate([_RIGID_RIGHT, mesh.MIRROR[_RIGID_RIGHT], [1, 2, 4, 5, 6, 9, 168, 195, 197]])
+    ).astype(np.int32)
+)
 #: The frontal frame's proportions are trusted up to FULL_POSE degrees of yaw or pitch (of
 #: either face) and not at all from NO_POSE on: a profile's depth is mediapipe's guess, and
 #: its "proportions" moved a frontal target's eyes and nose by 5 % of their spacing.

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -16,12 +18,14 @@ Preset = Literal[
 ]
 
 #: output suffix -> (FFmpeg muxer, video encoder)
-CONTAINERS: dict[str, tuple[str, str]] = {
-    ".mp4": ("mp4", "libx264"),
-    ".mov": ("mov", "libx264"),
-    ".mkv": ("matroska", "libx264"),
-    ".webm": ("webm", "libvpx-vp9"),
-}
+CONTAINERS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        ".mp4": ("mp4", "libx264"),
+        ".mov": ("mov", "libx264"),
+        ".mkv": ("matroska", "libx264"),
+        ".webm": ("webm", "libvpx-vp9"),
+    }
+)
 
 
 class VideoOptions(BaseModel):

@@ -4,8 +4,10 @@ muxers are not thread-safe); the pipeline funnels everything to it in order."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import av
@@ -13,13 +15,15 @@ import av
 from facegate.engine.video.options import VideoOptions
 
 # Audio codecs each muxer takes as they are; anything else is re-encoded.
-_COPYABLE: dict[str, frozenset[str] | None] = {
-    "mp4": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}),
-    "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3", "pcm_s16le"}),
-    "matroska": None,  # takes anything
-    "webm": frozenset({"opus", "vorbis"}),
-}
-_AUDIO_ENCODER = {"webm": "libopus"}
+_COPYABLE: Mapping[str, frozenset[str] | None] = MappingProxyType(
+    {
+        "mp4": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}),
+        "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3", "pcm_s16le"}),
+        "matroska": None,  # takes anything
+        "webm": frozenset({"opus", "vorbis"}),
+    }
+)
+_AUDIO_ENCODER = MappingProxyType({"webm": "libopus"})
 
 
 def audio_copyable(muxer: str, codec: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
-from facegate.engine.identity import attach_identity
+from facegate.engine.identity import IdentityDescriber
 from facegate.engine.processors.base import JobContext
 from facegate.engine.selection import SelectorSpec, select_faces
 from facegate.engine.tracking import FaceTracker, TrackerOptions
@@ -32,6 +32,7 @@ class FramePipeline(Protocol):
     """What a video swap uses of ``engine.pipeline.Pipeline``."""
 
     analyser: FaceAnalyser
+    identity: IdentityDescriber
     faces_only: bool
 
     @property
@@ -105,7 +106,7 @@ class VideoSwap:
         candidates = faces
         if selector.mode == "reference":
             candidates = [face for face in faces if face.track_id not in self.sticky.decided]
-            attach_identity(frame, candidates)
+            self.pipeline.identity.attach(frame, candidates)
         try:
             fresh = select_faces(self.ctx.source_faces, candidates, selector, self.reference_faces)
         except InvalidOptions:  # a mapping naming a face absent from this frame: decide later

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 
 import av
 import cv2
@@ -16,8 +17,8 @@ import numpy as np
 
 from facegate.engine.types import Frame
 
-_VIDEO_CODECS = {".webm": "libvpx-vp9"}
-_AUDIO_CODECS = {".webm": "libopus"}
+_VIDEO_CODECS = MappingProxyType({".webm": "libvpx-vp9"})
+_AUDIO_CODECS = MappingProxyType({".webm": "libopus"})
 
 
 @dataclass(frozen=True)
