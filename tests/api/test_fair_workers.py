@@ -18,6 +18,7 @@ from facegate.jobs.runtime import tenant_store_for
 from facegate.provenance.marker import marker_for
 from facegate.worker.embedded import workers_service
 from facegate.worker.pool import WorkerConfig, WorkerPool
+from facegate.worker.runner import EngineRunner
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,11 +49,13 @@ async def test_a_long_queue_does_not_starve_another_tenant(make_client: Any) -> 
 
         # Three workers: one more than A may use, so a FIFO queue would hand A's jobs to
         # two of them and B would wait behind all 50 of A's.
+        store = tenant_store_for(h.state.settings)
         pool = WorkerPool.on_database(
             h.state.engine,
-            tenant_store_for(h.state.settings),
+            store,
             WorkerConfig(workers=3, lease_seconds=30, poll_seconds=0.05),
             marker=marker_for(h.state.settings.provenance_path, create=True),
+            runner=EngineRunner(store, h.state.face_engine),
         )
         await anyio.to_thread.run_sync(pool.start)
         try:

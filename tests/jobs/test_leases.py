@@ -10,6 +10,7 @@ from jobfactories import create_job, create_tenant, sessions_of
 from sqlalchemy import Engine, select
 
 from facegate.database import session_scope, utcnow
+from facegate.engine.runtime import EngineRuntime
 from facegate.jobs.tables import Job
 from facegate.provenance.marker import marker_for
 from facegate.queue import leases
@@ -18,6 +19,7 @@ from facegate.storage.memory import MemoryStore
 from facegate.storage.tenant import TenantStore
 from facegate.usage.tables import UsageRecord
 from facegate.worker.pool import WorkerConfig, WorkerPool
+from facegate.worker.runner import EngineRunner
 
 
 def status_of(engine: Engine, job_id: object) -> Job:
@@ -87,7 +89,9 @@ def test_release_gives_the_job_back_without_spending_an_attempt(db_engine: Engin
     assert job.lease_owner is None
 
 
-def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine, tmp_path: Path) -> None:
+def test_a_job_failed_by_the_reaper_is_metered_once(
+    db_engine: Engine, tmp_path: Path, face_engine: EngineRuntime
+) -> None:
     """Out of attempts, the reaper fails the job: it gets its usage record like any
     finished job (no compute billed: its worker vanished), and only one."""
     sessions = sessions_of(db_engine)
@@ -96,11 +100,13 @@ def test_a_job_failed_by_the_reaper_is_metered_once(db_engine: Engine, tmp_path:
         job_id = create_job(session, "a", max_attempts=1).id
     claim = LockingClaimer(db_engine).claim("vanished", lease_seconds=0.01)
     assert claim is not None
+    store = TenantStore(MemoryStore())
     pool = WorkerPool.on_database(
         db_engine,
-        TenantStore(MemoryStore()),
+        store,
         WorkerConfig(lease_seconds=0.01),
         marker=marker_for(tmp_path / "provenance", create=True),
+        runner=EngineRunner(store, face_engine),
     )
     time.sleep(0.05)
     pool.reap()
