@@ -26,11 +26,11 @@ import numpy.typing as npt
 
 from facegate.engine import mesh
 from facegate.engine.swap.geometry import FloatArray
-from facegate.engine.types import Frame
+from facegate.engine.types import Frame, frozen
 
 #: Inner landmarks that pin the spline inside the face (eye corners, nose, mouth corners,
 #: brows): the field there is replaced by the mesh warp, but near the oval it is blended.
-_INNER = np.array([33, 133, 362, 263, 1, 4, 61, 291, 105, 334, 168, 199], np.int32)
+_INNER = frozen(np.array([33, 133, 362, 263, 1, 4, 61, 291, 105, 334, 168, 199], np.int32))
 #: Zero-shift anchors per side of the region's border.
 ANCHORS_PER_SIDE = 6
 #: The spline is evaluated on a coarse grid of about GRID_CELLS cells along the region's
