@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from facegate.api.app import ServiceFactory, create_app
 from facegate.database import session_scope
+from facegate.engine.processors.face_swapper import FaceSwapper
 from facegate.engine.runtime import EngineRuntime
 from facegate.observability.logging import set_log_output
 from facegate.principal import ALL_SCOPES
@@ -33,6 +34,14 @@ def face_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineRunt
     runtime = EngineRuntime.create(tmp_path_factory.mktemp("models"))
     yield runtime
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def swapper(face_engine: EngineRuntime) -> FaceSwapper:
+    """The runtime's shared face_swapper processor."""
+    found = face_engine.registry.get("face_swapper")
+    assert isinstance(found, FaceSwapper)
+    return found
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:

@@ -15,7 +15,6 @@ from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
-from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.color import is_grayscale
 from facegate.engine.swap.mesh_warp import MeshWarpBackend, Tuning
 from facegate.engine.swap.reshape import reshaped_points
@@ -60,13 +59,6 @@ def photos(analyser: FaceAnalyser) -> dict[str, tuple[Frame, Face]]:
         faces = analyser.analyse(frame)
         assert len(faces) == 1, name
         found[name] = (frame, faces[0])
-    return found
-
-
-@pytest.fixture(scope="module")
-def swapper(face_engine: EngineRuntime) -> FaceSwapper:
-    found = face_engine.registry.get("face_swapper")
-    assert isinstance(found, FaceSwapper)
     return found
 
 

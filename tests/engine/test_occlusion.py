@@ -18,7 +18,6 @@ from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper
-from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.occlusion import OcclusionDetector, search_box
 from facegate.engine.types import Face, Frame
 
@@ -28,13 +27,6 @@ pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at 
 @pytest.fixture(scope="module")
 def analyser() -> FaceAnalyser:
     return FaceAnalyser()
-
-
-@pytest.fixture(scope="module")
-def swapper(face_engine: EngineRuntime) -> FaceSwapper:
-    found = face_engine.registry.get("face_swapper")
-    assert isinstance(found, FaceSwapper)
-    return found
 
 
 def swap(
