@@ -23,7 +23,7 @@ from facegate.provenance.marker import ResultMarker, marker_for
 from facegate.queue.outcomes import JobOutcomes
 from facegate.storage.local import LocalStore
 from facegate.storage.tenant import TenantStore
-from facegate.worker.scratch import LOCK_NAME, PREFIX
+from facegate.worker.scratch import LOCK_NAME, PREFIX, reclaim
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -100,6 +100,8 @@ def test_a_killed_workers_scratch_is_reclaimed_by_a_live_reaper_and_at_start(
 def test_an_api_killed_mid_submission_leaves_an_orphan_that_the_purge_reconciles(
     cluster: Cluster, cluster_engine: Engine, tmp_path: Path
 ) -> None:
+    cluster.tmpdir = tmp_path / "tmp"
+    cluster.tmpdir.mkdir()
     env = cluster.env()
     tenants = tmp_path / "tenants.yaml"
     tenants.write_text(yaml.safe_dump({"id": "sub", "policy": DEBUG_TENANT_POLICY}))
@@ -131,9 +133,14 @@ def test_an_api_killed_mid_submission_leaves_an_orphan_that_the_purge_reconciles
         request = threading.Thread(target=submit)
         request.start()
         wait_for(lambda: set(inputs.rglob("target")) - before, 60, "the input to be stored")
+        api_scratch = scratch_of(cluster.tmpdir)[api.pid]
         kill(api)
         holder.rollback()
     request.join(60)
+    # The API's own temporary folder is left too, and the next reclaim (a starting
+    # process, a worker's reaper round) takes it.
+    assert api_scratch.exists()
+    assert reclaim(cluster.tmpdir) == [api_scratch]
 
     [orphan] = set(inputs.rglob("target")) - before
     with cluster_engine.connect() as conn:

@@ -12,6 +12,7 @@ from facegate.cli.common import private_files, require_free_port
 from facegate.database import prepare_schema
 from facegate.observability.logging import UVICORN_LOGGING
 from facegate.settings import get_settings
+from facegate.worker.scratch import ScratchSpace
 
 
 @click.command()
@@ -44,7 +45,9 @@ def api(host: str | None, port: int | None, processes: int) -> None:
         **UVICORN_LOGGING,
     }
     if processes == 1:
-        uvicorn.run(create_app(settings), **common)
+        app = create_app(settings)  # configures logging first
+        ScratchSpace().use_for_process()  # reclaimed by the next process if this one is killed
+        uvicorn.run(app, **common)
         return
     # Several processes re-import the app by name; they read the same FACEGATE_* settings.
     os.environ["FACEGATE_WORKERS"] = "0"
@@ -52,4 +55,6 @@ def api(host: str | None, port: int | None, processes: int) -> None:
 
 
 def app_from_environment() -> object:
-    return create_app(get_settings(workers=0))
+    app = create_app(get_settings(workers=0))
+    ScratchSpace().use_for_process()  # each uvicorn process its own
+    return app

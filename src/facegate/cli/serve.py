@@ -13,6 +13,7 @@ from facegate.cli.demo import demo_banner, ensure_demo
 from facegate.database import prepare_schema
 from facegate.observability.logging import UVICORN_LOGGING
 from facegate.settings import get_settings
+from facegate.worker.scratch import ScratchSpace
 
 
 @click.command()
@@ -70,8 +71,12 @@ def serve(
     if settings.demo:
         click.echo(demo_banner(settings, ensure_demo(settings)))
 
+    app = create_app(settings)  # configures logging first
+    # The temporary files of this process (uploads being probed) are reclaimed by the next
+    # facegate process if this one is killed.
+    ScratchSpace().use_for_process()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),

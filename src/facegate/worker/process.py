@@ -12,7 +12,6 @@ import importlib
 import os
 import signal
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -221,7 +220,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     pool.start()
     # Everything this process writes to the temporary directory (a plug-in runner's files,
     # probes) goes into its scratch folder, reclaimed if the process is killed.
-    tempfile.tempdir = str(scratch.path)
+    scratch.use_for_process()
     if webhooks is not None:
         webhooks.start()
     if probes is not None:

@@ -29,11 +29,18 @@ LOCK_NAME = ".owner"
 UNLOCKED_GRACE_SECONDS = 60.0
 
 
+def system_tempdir() -> Path:
+    """The temporary directory the scratch folders live in (TMPDIR), also once this process
+    pointed ``tempfile`` at its own folder."""
+    current = Path(tempfile.gettempdir())
+    return current.parent if current.name.startswith(PREFIX) else current
+
+
 class ScratchSpace:
-    """One worker process's scratch folder under ``parent`` (the temporary directory)."""
+    """One process's scratch folder under ``parent`` (the temporary directory)."""
 
     def __init__(self, parent: Path | None = None) -> None:
-        self.parent = Path(parent or tempfile.gettempdir())
+        self.parent = Path(parent or system_tempdir())
         self._path: Path | None = None
         self._lock_fd: int | None = None
 
@@ -59,6 +66,14 @@ class ScratchSpace:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._path, self._lock_fd = path, fd
         log.info("scratch.opened", path=str(path))
+        return path
+
+    def use_for_process(self) -> Path:
+        """Open it and make it this process's temporary directory (``tempfile``): for a
+        process that is one service for its whole life (``facegate api``, ``serve``,
+        ``worker``), so every temporary file it writes is reclaimed if it is killed."""
+        path = self.open()
+        tempfile.tempdir = str(path)
         return path
 
     def job_folder(self, prefix: str) -> Path:
