@@ -8,6 +8,8 @@ packages' own metadata.
 
 from __future__ import annotations
 
+import ast
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -61,6 +63,46 @@ def runtime_closure() -> set[str]:
 def test_every_runtime_dependency_is_pinned_in_lock_txt() -> None:
     missing = runtime_closure() - set(pins("lock.txt"))
     assert not missing, f"add to requirements/lock.txt (not dev.txt): {sorted(missing)}"
+
+
+def imported_distributions() -> dict[str, set[str]]:
+    """Distribution -> the top-level modules of it that src/facegate imports (anywhere: at
+    module level or inside a function), for every third-party import."""
+    by_module = metadata.packages_distributions()
+    found: dict[str, set[str]] = {}
+    for path in (ROOT / "src" / "facegate").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.partition(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.partition(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top == "facegate" or top in sys.stdlib_module_names:
+                    continue
+                for dist in by_module.get(top) or owners(top):
+                    found.setdefault(canonicalize_name(dist), set()).add(top)
+    return found
+
+
+def owners(top: str) -> list[str]:
+    """Distributions with a top-level folder ``top`` their top_level.txt does not name
+    (dlib-bin lists only its native extension)."""
+    found = [
+        dist.metadata["Name"]
+        for dist in metadata.distributions()
+        if any(str(f).partition("/")[0] == top for f in dist.files or [])
+    ]
+    return found or [f"<no distribution: {top}>"]
+
+
+def test_every_package_the_code_imports_is_a_declared_runtime_dependency() -> None:
+    # The image installs lock.txt alone: a module imported from dev.txt's packages would
+    # work in the tests and fail in the container (httpx did, for the webhooks).
+    runtime = runtime_closure()
+    missing = {d: sorted(m) for d, m in imported_distributions().items() if d not in runtime}
+    assert not missing, f"declare in pyproject.toml and pin in lock.txt: {missing}"
 
 
 def test_lock_and_dev_do_not_overlap_and_match_the_environment() -> None:
