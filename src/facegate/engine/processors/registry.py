@@ -30,11 +30,12 @@ PROCESSORS: Mapping[str, str] = MappingProxyType(
 )
 
 
-def processor_class(name: str) -> type[Processor[Any]]:
-    """The class of a processor, imported without creating it (no models are loaded)."""
-    target = PROCESSORS.get(name)
+def processor_class(name: str, table: Mapping[str, str] = PROCESSORS) -> type[Processor[Any]]:
+    """The class ``table`` names for a processor, imported without creating it (no models
+    are loaded)."""
+    target = table.get(name)
     if target is None:
-        raise InvalidOptions(f"unknown processor {name!r} (known: {', '.join(sorted(PROCESSORS))})")
+        raise InvalidOptions(f"unknown processor {name!r} (known: {', '.join(sorted(table))})")
     module_name, attr = target.split(":")
     cls = getattr(importlib.import_module(module_name), attr)
     assert isinstance(cls, type)
@@ -64,17 +65,11 @@ class ProcessorRegistry:
         return sorted(self._table)
 
     def get(self, name: str) -> Processor[Any]:
-        target = self._table.get(name)
-        if target is None:
-            known = ", ".join(self.names())
-            raise InvalidOptions(f"unknown processor {name!r} (known: {known})")
+        cls = processor_class(name, self._table)
         with self._lock:
             instance = self._instances.get(name)
             if instance is None:
-                module_name, attr = target.split(":")
-                cls = getattr(importlib.import_module(module_name), attr)
                 instance = cls(self.hub)
-                assert isinstance(instance, Processor)
                 instance.check_models()
                 self._instances[name] = instance
             return instance
