@@ -117,7 +117,7 @@ def main() -> None:
     bench("one face", pipeline, source, one, args.repeat)
     bench("six faces", pipeline, source, six, args.repeat)
     # The target's outline kept (no displaced region around the face), in the same run.
-    kept = Pipeline(PipelineSpec(processor_options={"face_swapper": {"keep_outline": True}}))
+    kept = engine.pipeline(PipelineSpec(processor_options={"face_swapper": {"keep_outline": True}}))
     bench("one face", kept, source, one, args.repeat, label="keep_outline")
     # The swap as it was before issue 16 (mesh_warp.BEFORE_IDENTITY), in the same run.
     before = Pipeline(
