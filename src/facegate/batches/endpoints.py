@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from facegate.api.bodyguard import body_budget
 from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, problem_openapi
-from facegate.api.uploads import read_upload
+from facegate.api.submission import request_inputs
 from facegate.batches.archive import ArchiveEntry, archive_chunks
 from facegate.batches.repository import BatchRepository
 from facegate.batches.schemas import BatchOut, BatchSummary
@@ -23,12 +23,10 @@ from facegate.database import session_scope
 from facegate.errors import Conflict
 from facegate.jobs.observe import audit_submission, observe_submitted
 from facegate.jobs.runtime import tenant_store_for, write_sessions
-from facegate.models.installed import installation_model_store
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
 from facegate.templates.service import TemplateService
-from facegate.templates.submission import resolve_inputs
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], responses=PROBLEM_RESPONSES)
 
@@ -80,31 +78,30 @@ def submit_batch(
     written: list[str] = []
     try:
         with session_scope(write_sessions(state)) as write:
-            asked = resolve_inputs(
+            given = request_inputs(
                 write,
                 store,
-                installation_model_store(state.settings),
+                state.settings,
                 principal,
                 options=options,
                 template=template,
-                face_ids=source_face_id or [],
-                uploaded=bool(source),
+                face_ids=source_face_id,
+                sources=source,
             )
-            policy, library = asked.policy, asked.library
-            uploaded = [read_upload(item, policy.max_input_bytes) for item in source or []]
+            asked = given.asked
             submission = BatchSubmission(
                 tenant_id=principal.tenant_id,
                 actor=principal.actor,
-                sources=library.images if library is not None else uploaded,
-                targets=[read_upload(item, policy.max_input_bytes) for item in target],
+                sources=given.sources,
+                targets=[given.read(item) for item in target],
                 options=asked.options,
                 consent=consent,
-                library=library,
+                library=asked.library,
                 face_ids=asked.face_ids,
                 idempotency_key=idempotency_key,
                 written=written,
             )
-            submitted = BatchService(write, store).submit(submission, policy)
+            submitted = BatchService(write, store).submit(submission, asked.policy)
             if submitted.created:
                 for item in submitted.jobs:
                     audit_submission(write, principal, item.job, item.input_hashes)

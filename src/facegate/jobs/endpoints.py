@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from facegate.api.deps import SessionDep, get_state, run_in_session, run_on_connection, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, problem_openapi
-from facegate.api.uploads import read_upload
+from facegate.api.submission import request_inputs
 from facegate.database import session_scope
 from facegate.engine.errors import ContentPolicyViolation
 from facegate.errors import Conflict, InvalidInput, NotFound
@@ -34,13 +34,9 @@ from facegate.jobs.service import (
     Submitted,
     request_fingerprint,
 )
-from facegate.models.installed import (
-    installation_model_store,
-)
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
 from facegate.templates.service import TemplateService
-from facegate.templates.submission import resolve_inputs
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
@@ -129,30 +125,29 @@ def submit_job(
     # lock from BEGIN: the queue-cap and quota checks then see no concurrent writer).
     try:
         with session_scope(write_sessions(state)) as write:
-            asked = resolve_inputs(
+            given = request_inputs(
                 write,
                 store,
-                installation_model_store(state.settings),
+                state.settings,
                 principal,
                 options=options,
                 template=template,
-                face_ids=source_face_id or [],
-                uploaded=bool(source),
+                face_ids=source_face_id,
+                sources=source,
             )
-            policy, library = asked.policy, asked.library
-            uploaded = [read_upload(item, policy.max_input_bytes) for item in source or []]
+            asked = given.asked
             submission = Submission(
                 tenant_id=principal.tenant_id,
-                sources=library.images if library is not None else uploaded,
-                target=read_upload(target, policy.max_input_bytes),
+                sources=given.sources,
+                target=given.read(target),
                 options=asked.options,
                 idempotency_key=idempotency_key,
                 written=written,
                 consent=consent,
                 actor=principal.actor,
-                library=library,
+                library=asked.library,
             )
-            submitted = JobService(write, store).submit(submission, policy)
+            submitted = JobService(write, store).submit(submission, asked.policy)
             if submitted.created:
                 audit_submission(write, principal, submitted.job, submitted.input_hashes)
                 if asked.template is not None:

@@ -1,0 +1,62 @@
+"""The inputs of a job or batch submission as the HTTP routes receive them: the request's
+options, template and saved faces resolved by :func:`resolve_inputs`, then the uploaded
+source images read under the policy that resolution returned (413 past its
+``max_input_bytes``), or the saved faces' prepared images in their place."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fastapi import UploadFile
+from sqlalchemy.orm import Session
+
+from facegate.api.uploads import read_upload
+from facegate.models.installed import installation_model_store
+from facegate.principal import Principal
+from facegate.settings import Settings
+from facegate.storage.tenant import TenantStore
+from facegate.templates.submission import SubmissionInputs, resolve_inputs
+
+
+@dataclass(frozen=True)
+class RequestInputs:
+    """What a submission asks for (options, policy, saved faces, template) and the bytes of
+    its source images."""
+
+    asked: SubmissionInputs
+    sources: list[bytes]
+
+    def read(self, upload: UploadFile) -> bytes:
+        """A further upload of the request (a target), under the same byte limit."""
+        return read_upload(upload, self.asked.policy.max_input_bytes)
+
+
+def request_inputs(
+    session: Session,
+    store: TenantStore,
+    settings: Settings,
+    principal: Principal,
+    *,
+    options: str | None,
+    template: str | None,
+    face_ids: Sequence[uuid.UUID] | None,
+    sources: Sequence[UploadFile] | None,
+) -> RequestInputs:
+    """Resolve the submission in ``session`` (the route's write transaction), then read the
+    uploaded ``sources``; the saved faces' images stand in for them when the request or its
+    template names faces."""
+    asked = resolve_inputs(
+        session,
+        store,
+        installation_model_store(settings),
+        principal,
+        options=options,
+        template=template,
+        face_ids=face_ids or [],
+        uploaded=bool(sources),
+    )
+    uploaded = [read_upload(item, asked.policy.max_input_bytes) for item in sources or []]
+    library = asked.library
+    return RequestInputs(asked, library.images if library is not None else uploaded)
