@@ -31,6 +31,7 @@ import numpy as np
 
 from benchkit import FACES
 from facegate.engine import mesh
+from facegate.engine.errors import SourceUnusable
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import SAME_PERSON_DISTANCE, FaceRecogniser, identity_distance
 from facegate.engine.swap.masks import face_mask, keep_mask, polygon_mask, trimmed_oval
@@ -177,6 +178,9 @@ class Pair:
     d_source: float  # recogniser distance of the result to the source photo
     d_target: float  # ... to the target photo
     d_pair: float  # source photo to target photo
+    # The swapper refused the source (``SourceUnusable``): the user keeps the target as it
+    # was, so d(result, source) is d(source, target) and d(result, target) 0; no realism.
+    refused: bool = False
 
     @property
     def same_person(self) -> bool:
@@ -229,8 +233,15 @@ def measure(
     for source, target in pairs:
         if source not in states:
             frame, face = photos[source]
-            states[source] = backend.prepare_source([face], [frame], options)
+            try:
+                states[source] = backend.prepare_source([face], [frame], options)
+            except SourceUnusable as refusal:
+                states[source] = refusal
         frame, face = photos[target]
+        if isinstance(states[source], SourceUnusable):
+            results.append(refused_pair(source, target, descriptors))
+            tiles[source, target] = refused_tile(tile(frame, face))
+            continue
         out, best, vector = swap_pair(tools, backend, options, states[source], photos[target])
         tiles[source, target] = tile(out, face)
         tuning = backend.tuning
@@ -263,6 +274,18 @@ def measure(
     return results, tiles
 
 
+def refused_pair(source: str, target: str, descriptors: dict[str, FloatArray]) -> Pair:
+    nan, d_pair = float("nan"), identity_distance(descriptors[source], descriptors[target])
+    return Pair(source, target, True, nan, nan, nan, nan, nan, d_pair, 0.0, d_pair, refused=True)
+
+
+def refused_tile(target: Frame) -> Frame:
+    """The target as the user gets it back (unchanged), greyed and marked "refused"."""
+    shown = cv2.addWeighted(target, 0.35, np.full_like(target, 255), 0.65, 0.0)
+    cv2.putText(shown, "refused", (8, TILE // 2), cv2.FONT_HERSHEY_SIMPLEX, 0.8, (0, 0, 200), 2)
+    return shown
+
+
 def tuned_half(pair: tuple[str, str], names: list[str]) -> bool:
     """The half of the pairs the outline was tuned on ("half A"): the two photos' indices
     (sorted names) add up to an even number. Every photo is a source and a target in both
@@ -289,7 +312,7 @@ def print_pairs(label: str, results: list[Pair]) -> None:
             f"{r.source:34} {r.target:34} {r.found!s:5} {r.landmark_error:5.1f} "
             f"{r.seam:5.2f}({r.seam_ref:4.2f}) {r.delta_e:6.1f}  "
             f"{r.d_source:5.3f}  {r.d_target:5.3f}  {r.d_pair:5.3f} "
-            f"{'yes' if r.transferred else '-'}"
+            f"{'yes' if r.transferred else 'refused' if r.refused else '-'}"
         )
 
 
@@ -303,7 +326,8 @@ def summary(results: list[Pair]) -> dict[str, float]:
         "median d(result, source)": med(r.d_source for r in others),
         "median d(result, target)": med(r.d_target for r in others),
         "median d(source, target)": med(r.d_pair for r in others),
-        "detected as a face %": 100 * float(np.mean([r.found for r in results])),
+        "refused": sum(r.refused for r in others),
+        "detected as a face %": 100 * float(np.mean([r.found for r in results if not r.refused])),
         "landmark error % IO median": med(errors),
         "landmark error % IO p90": float(np.nanpercentile(errors, 90)),
         "  vs the aimed (moved) mesh, median": med(r.moved_error for r in results),
@@ -318,6 +342,7 @@ SHORT = {
     "median d(result, source)": "d(src)",
     "median d(result, target)": "d(tgt)",
     "median d(source, target)": "d(s,t)",
+    "refused": "refused",
     "detected as a face %": "found %",
     "landmark error % IO median": "lm err",
     "landmark error % IO p90": "lm p90",

@@ -239,6 +239,26 @@ async def test_a_job_without_a_face_fails_with_the_reason(make_client: Any) -> N
         assert "source" in body["error"]["detail"]
 
 
+async def test_a_job_with_a_source_turned_away_fails_with_the_limit(make_client: Any) -> None:
+    # The built-in swapper maps the source's own pixels: a profile (53°) hides half the face.
+    async with make_client(services=[workers_service], workers=1) as h:
+        headers = h.headers("acme")
+        profile = photo("man_profile_grayscale_occluded.png", width=512)
+        response = await submit(
+            h.client,
+            headers,
+            target=photo(),
+            sources=[profile],
+            data={"options": json.dumps({"processors": ["face_swapper"]})},
+        )
+        assert response.status_code == 202
+        body = await wait_terminal(h.client, headers, response.json()["id"])
+        assert body["status"] == "failed"
+        assert body["error"]["type"] == "source-unusable"
+        assert "turned 53°" in body["error"]["detail"]
+        assert "at most 45°" in body["error"]["detail"]
+
+
 async def test_bad_uploads_are_refused_and_leave_nothing(make_client: Any) -> None:
     badmedia = load_badmedia()
     async with make_client() as h:

@@ -11,12 +11,17 @@ import pytest
 from tests.testdata import FACES
 
 from facegate.engine import mesh
-from facegate.engine.errors import InvalidOptions
+from facegate.engine.errors import InvalidOptions, SourceUnusable
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
 from facegate.engine.swap.color import is_grayscale
-from facegate.engine.swap.mesh_warp import MeshWarpBackend, Tuning
+from facegate.engine.swap.mesh_warp import (
+    BEFORE_IDENTITY,
+    MeshWarpBackend,
+    MeshWarpSource,
+    Tuning,
+)
 from facegate.engine.swap.reshape import reshaped_points
 from facegate.engine.types import Face, Frame
 
@@ -33,8 +38,14 @@ SINGLE = [
     "man_profile_grayscale_occluded.png",
     "small_face_man_on_stage.jpg",
 ]
-# Every photo is a source and a target at least twice (shifts 1 and 5 of the list).
-PAIRS = [(SINGLE[i], SINGLE[(i + k) % len(SINGLE)]) for k in (1, 5) for i in range(len(SINGLE))]
+# Every photo is a source and a target at least twice (shifts 1 and 5 of the list), but the
+# profile is no source: the built-in swapper refuses it (test_a_turned_source_is_refused).
+PAIRS = [
+    (SINGLE[i], SINGLE[(i + k) % len(SINGLE)])
+    for k in (1, 5)
+    for i in range(len(SINGLE))
+    if SINGLE[i] != "man_profile_grayscale_occluded.png"
+]
 # The profile target (yaw ~53°, 17 px between the eyes, half hidden by a camera) is where the
 # analyser itself is unsteady: re-encoding the untouched photo as JPEG q85 moves its mesh by
 # 4.8 % of the inter-ocular distance. It gets a wider bound than the 5 % of the others:
@@ -138,19 +149,50 @@ def test_blend_zero_returns_target_unchanged(
 
 
 def test_grayscale_source_keeps_target_chroma(
-    swapper: FaceSwapper, photos: dict[str, tuple[Frame, Face]]
+    photos: dict[str, tuple[Frame, Face]], analyser: FaceAnalyser
 ) -> None:
-    grey = "man_profile_grayscale_occluded.png"
-    assert is_grayscale(photos[grey][0])
-    target = "man_frontal_glasses.jpg"
-    frame, face = photos[target]
-    out = run_swap(swapper, photos, grey, target)
+    colour = photos["woman_b_frontal_dark_background.jpg"][0]
+    grey_frame = cv2.cvtColor(cv2.cvtColor(colour, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    grey = (grey_frame, analyser.analyse(grey_frame)[0])
+    assert is_grayscale(grey_frame)
+    frame, face = photos["man_frontal_glasses.jpg"]
+    # Without the reshape the face keeps the target's geometry, so chroma compares in place.
+    backend, options = MeshWarpBackend(Tuning(reshape=0.0)), FaceSwapperOptions()
+    state = backend.prepare_source([grey[1]], [grey[0]], options)
+    out = backend.swap_face(frame.copy(), state, face, options)
     x0, y0, x1, y1 = (int(v) for v in face.box)
     lab_in = cv2.cvtColor(frame[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float32)
     lab_out = cv2.cvtColor(out[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float32)
     # Lightness changes (the source's detail), chroma stays the target's.
     assert np.abs(lab_out[..., 0] - lab_in[..., 0]).mean() > 1.0
     assert np.abs(lab_out[..., 1:] - lab_in[..., 1:]).mean() < 1.5
+
+
+def test_a_grayscale_target_stays_grey(
+    swapper: FaceSwapper, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    # A colour source's chroma detail would show as coloured smudges on a grey photo.
+    out = run_swap(swapper, photos, "woman_astronaut_frontal.jpg", PROFILE)
+    assert not np.array_equal(out, photos[PROFILE][0])
+    assert is_grayscale(out)
+
+
+def test_a_turned_source_is_refused_with_the_limit(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    backend, options = MeshWarpBackend(), FaceSwapperOptions()
+    frame, face = photos[PROFILE]  # turned 53°
+    with pytest.raises(SourceUnusable, match=r"turned 53° .* at most 45°"):
+        backend.prepare_source([face], [frame], options)
+    # Among several faces, the largest usable one is taken: the profile is larger than the
+    # man on stage (76 px forehead → chin against 67) but it is the colour face that is used.
+    small_frame, small_face = photos["small_face_man_on_stage.jpg"]
+    assert face.width * face.height > small_face.width * small_face.height
+    state = backend.prepare_source([face, small_face], [frame, small_frame], options)
+    assert isinstance(state, MeshWarpSource)
+    assert not state.grayscale
+    # The limit is the tuning's: the swap as it was before issue 16 took any source.
+    MeshWarpBackend(BEFORE_IDENTITY).prepare_source([face], [frame], options)
 
 
 @pytest.mark.parametrize("mask", ["feather", "poisson"])

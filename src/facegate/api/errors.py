@@ -77,6 +77,7 @@ PROBLEM_STATUS: dict[type[Exception], tuple[int, str]] = {
     engine_errors.MediaTooLarge: (413, "Media too large"),
     engine_errors.CorruptMedia: (422, "Corrupt media"),
     engine_errors.NoFaceDetected: (422, "No face detected"),
+    engine_errors.SourceUnusable: (422, "Source face unusable"),
     engine_errors.InvalidOptions: (422, "Invalid options"),
     engine_errors.ModelUnavailable: (503, "Model unavailable"),
     engine_errors.Cancelled: (409, "Cancelled"),

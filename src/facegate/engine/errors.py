@@ -44,6 +44,13 @@ class NoFaceDetected(EngineError):
     code = "no-face-detected"
 
 
+class SourceUnusable(EngineError):
+    """A source face the swapper cannot take an identity from (e.g. turned too far from the
+    camera for the built-in swapper); the detail says why and what would do."""
+
+    code = "source-unusable"
+
+
 class InvalidOptions(EngineError):
     """Processor or pipeline options that fail validation."""
 

@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from facegate.engine import mesh
-from facegate.engine.errors import NoFaceDetected
+from facegate.engine.errors import NoFaceDetected, SourceUnusable
 from facegate.engine.swap.blend import feather_blend, poisson_blend
 from facegate.engine.swap.color import (
     Shading,
@@ -63,6 +63,11 @@ class Tuning:
     around the face follows it (``swap.outline``).
     ``source_eyes``: the mesh's eye holes take the source's eyes where both faces are near
     frontal and the eyes open alike (``swap.eyes``); else the target's eyeballs stay.
+    ``max_source_turn``: a source face turned further (yaw or pitch, degrees) is refused
+    (``SourceUnusable``): past a three-quarter view the far half of the face is hidden, and
+    what the mesh maps there is the near half mirrored — a broken nose and mouth (the
+    profile photo of benchmarks/quality.py, 53°). Between ``reshape.NO_POSE`` and this, the
+    source's texture is used where it shows.
 
     Why three bands (measured on shared/data/faces, ``benchmarks/quality.py``): one split at
     0.035 (``BEFORE_IDENTITY``) leaves most results recognised as the target; one at 0.15
@@ -78,13 +83,19 @@ class Tuning:
     reshape: float = 1.0
     outline: float = 1.0
     source_eyes: bool = True
+    max_source_turn: float = 45.0
 
 
 #: The baseline ``benchmarks/quality.py`` measures beside the default tuning in the same run:
 #: one split at 3.5 % of the face height, no reshape, the target's eyes (most results are
 #: recognised as the target).
 BEFORE_IDENTITY = Tuning(
-    core_low_pass=0.0, face_only_low_pass=False, reshape=0.0, outline=0.0, source_eyes=False
+    core_low_pass=0.0,
+    face_only_low_pass=False,
+    reshape=0.0,
+    outline=0.0,
+    source_eyes=False,
+    max_source_turn=90.0,
 )
 
 #: A source face more than this many times larger than the target is downscaled first
@@ -136,6 +147,7 @@ class _TargetSide:
     mask: FloatArray
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
     reshaped: Frame | None  # the target warped onto the reshaped mesh (None: not reshaped)
+    grayscale: bool  # a grey photo: the swapped face is made grey too
 
 
 class MeshWarpBackend:
@@ -172,11 +184,18 @@ class MeshWarpBackend:
         if not source_faces:
             raise NoFaceDetected("no face in the source image")
         # One texture is mapped, so several photos of one person can't be averaged here:
-        # take the face that shows the most (largest, then most frontal by quality).
-        best = max(
-            range(len(source_faces)),
-            key=lambda i: source_faces[i].width * source_faces[i].height,
-        )
+        # take the largest face among those turned little enough to show the whole face.
+        shapes = [face_shape(face.landmarks) for face in source_faces]
+        limit = self.tuning.max_source_turn
+        usable = [i for i, shape in enumerate(shapes) if shape.turned <= limit]
+        if not usable:
+            turned = min(shape.turned for shape in shapes)
+            raise SourceUnusable(
+                f"the source face is turned {turned:.0f}° from the camera; the built-in swapper "
+                f"needs one turned at most {limit:.0f}° (it maps the source's own pixels, and "
+                "half of a face turned further is hidden): use a photo that faces the camera"
+            )
+        best = max(usable, key=lambda i: source_faces[i].width * source_faces[i].height)
         face, frame = source_faces[best], source_frames[best]
         x0, y0, x1, y1 = _region(face.landmarks, frame.shape)
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
@@ -294,7 +313,9 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(keep, mask, shading, reshaped)
+            # Every other pixel is enough to tell a grey photo (it has no chroma anywhere).
+            grayscale = is_grayscale(target[::2, ::2])
+            return _TargetSide(keep, mask, shading, reshaped, grayscale)
 
         raster = mesh_raster(points, shape)  # shared by both warps onto the mesh
         helper = self._helper_pool()
@@ -341,6 +362,9 @@ class MeshWarpBackend:
             face = transfer_colour(warp.image, side.shading, skin, source_state.grayscale)
         if side.reshaped is not None:
             face = feather_blend(face, side.reshaped, side.keep, 1.0)
+        if side.grayscale:  # the source's chroma detail would show as coloured smudges
+            grey = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY)
+            face = np.asarray(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR), np.uint8)
         stage("colour")
 
         if scaled:

@@ -105,12 +105,14 @@ class Shape:
     """A face's landmarks (pixels), the same in its own frontal frame (centred on the rigid
     points' centroid), the rotation (columns: right, down, away) that maps them back, and
     how far its proportions can be trusted: 1 within FULL_POSE degrees of frontal (yaw or
-    pitch), 0 from NO_POSE. A source's is made once, in ``prepare_source``."""
+    pitch), 0 from NO_POSE; ``turned`` is that angle (the larger of |yaw| and |pitch|, in
+    degrees). A source's is made once, in ``prepare_source``."""
 
     points: FloatArray
     local: npt.NDArray[np.float64]
     rotation: npt.NDArray[np.float64]
     trust: float
+    turned: float
 
 
 def face_shape(points: FloatArray) -> Shape:
@@ -118,9 +120,9 @@ def face_shape(points: FloatArray) -> Shape:
     p = points.astype(np.float64)
     local = (p - p[_RIGID].mean(axis=0)) @ rotation
     yaw, pitch, _ = frame_pose(rotation)
-    turned = max(abs(yaw), abs(pitch))
+    turned = float(max(abs(yaw), abs(pitch)))
     trust = float(np.clip((NO_POSE - turned) / (NO_POSE - FULL_POSE), 0.0, 1.0))
-    return Shape(points, local, rotation, trust)
+    return Shape(points, local, rotation, trust, turned)
 
 
 def _as_whole(
