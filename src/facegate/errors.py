@@ -111,3 +111,9 @@ class Unavailable(ServiceError):
 class SchemaNotCurrent(RuntimeError):
     """The database is not at this release's head revision (and this process may not
     migrate it)."""
+
+
+class InvalidSettings(ValueError):
+    """A ``FACEGATE_*`` setting this process cannot start with: out of range, of the wrong
+    type, or asking for what this machine lacks (a CUDA device). The message names the
+    variable; the CLI prints it as one line."""

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from facegate.errors import InvalidSettings
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
 _ALL_JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = ("HS256", "RS256", "ES256")
@@ -40,6 +42,18 @@ class Settings(BaseSettings):
     model_tag: str | None = None
     # Models loaded at start (comma-separated names), so the first job pays no cold start.
     warmup_models: str = ""
+    # The inference pool every process loads its models into (engine/modelstore/inference.py):
+    # threads of each onnxruntime session within one operator, which ncnn (the built-in
+    # upscaler) uses too (0: one per core); threads across operators (0: onnxruntime's
+    # choice); the bytes of loaded models it keeps (their file sizes; past it the least
+    # recently used go, the one just loaded always stays); the device of the ONNX models:
+    # auto (CUDA where onnxruntime-gpu offers it, else the CPU), cpu, or cuda (a process
+    # refuses to start without onnxruntime's CUDA provider). The built-in mediapipe and ncnn
+    # models always run on the CPU.
+    inference_intra_op_threads: int = Field(default=0, ge=0, le=1024)
+    inference_inter_op_threads: int = Field(default=1, ge=0, le=1024)
+    inference_max_bytes: int = Field(default=4 << 30, ge=0)
+    inference_device: Literal["auto", "cuda", "cpu"] = "auto"
     data_dir: Path = Path("./var")
     # Schema at start: "migrate" brings the database to this release's head under a
     # PostgreSQL advisory lock (the embedded shape; racing processes migrate once); "check"
@@ -193,6 +207,24 @@ def warmup_list(settings: Settings) -> list[str]:
 
 
 def get_settings(**overrides: object) -> Settings:
-    """Build the settings from the environment; ``overrides`` win (CLI flags use this)."""
+    """Build the settings from the environment; ``overrides`` win (CLI flags use this).
+    :class:`InvalidSettings` names each bad variable and why."""
     clean = {key: value for key, value in overrides.items() if value is not None}
-    return Settings(**clean)  # type: ignore[arg-type]
+    try:
+        return Settings(**clean)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise InvalidSettings(explain_invalid(exc)) from None
+
+
+def explain_invalid(error: ValidationError) -> str:
+    """One line naming each ``FACEGATE_*`` variable pydantic refused, its value (never a
+    secret's) and the rule it broke."""
+    problems = []
+    for item in error.errors():
+        field = str(item["loc"][0]) if item["loc"] else ""
+        info = Settings.model_fields.get(field)
+        secret = info is not None and "SecretStr" in str(info.annotation)
+        name = f"FACEGATE_{field.upper()}" if field else "settings"
+        value = "" if secret or not field else f"={item['input']!r}"
+        problems.append(f"{name}{value}: {item['msg']}")
+    return "invalid settings: " + "; ".join(problems)

@@ -22,7 +22,7 @@ from facegate.api.metrics import install_observability
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.shedding import LoadSheddingMiddleware
 from facegate.database import create_engine_from_url, create_session_factory, prepare_schema
-from facegate.models.requests import installation_engine
+from facegate.models.requests import inference_pool_settings, installation_engine
 from facegate.ratelimit.clientip import parse_networks
 from facegate.ratelimit.gateway import Gateway
 from facegate.resilience import BreakerConfig, CircuitBreaker, guard_engine
@@ -96,6 +96,9 @@ def create_app(
     factories: list[ServiceFactory] = (
         list(services) if services is not None else [load(name) for name in SERVICES]
     )
+    # The engine runtime is built at start-up (below); a device this machine lacks stops
+    # the start here already, before a server listens (InvalidSettings).
+    inference_pool_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

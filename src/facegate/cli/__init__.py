@@ -15,7 +15,7 @@ import click
 from facegate.allocator import tune_allocator
 from facegate.cli.nativelog import install_noise_filter
 from facegate.deploy.env import SpecEnvError, apply_spec_env
-from facegate.errors import SchemaNotCurrent
+from facegate.errors import InvalidSettings, SchemaNotCurrent
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -35,6 +35,12 @@ COMMANDS: dict[str, str] = {
     "verify": "facegate.cli.provenance:verify",
     "worker": "facegate.cli.worker:worker",
 }
+
+
+class BadSetting(click.ClickException):
+    """A bad FACEGATE_* value: one line naming it, exit status 2 like a bad flag."""
+
+    exit_code = 2
 
 
 class LazyGroup(click.Group):
@@ -57,6 +63,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except SchemaNotCurrent as exc:
             raise click.ClickException(str(exc)) from None
+        except InvalidSettings as exc:
+            raise BadSetting(str(exc)) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,6 +10,7 @@ import uvicorn
 from facegate.api.app import create_app
 from facegate.cli.common import private_files, require_free_port
 from facegate.database import prepare_schema
+from facegate.models.requests import inference_pool_settings
 from facegate.observability.logging import UVICORN_LOGGING
 from facegate.settings import get_settings
 from facegate.worker.scratch import ScratchSpace
@@ -50,6 +51,8 @@ def api(host: str | None, port: int | None, processes: int) -> None:
         uvicorn.run(app, **common)
         return
     # Several processes re-import the app by name; they read the same FACEGATE_* settings.
+    # A device this machine lacks is refused here, once, before they start.
+    inference_pool_settings(settings)
     os.environ["FACEGATE_WORKERS"] = "0"
     uvicorn.run("facegate.cli.api:app_from_environment", factory=True, workers=processes, **common)
 

@@ -6,15 +6,19 @@ import click
 import onnxruntime
 
 from facegate.cli.common import private_files
+from facegate.errors import InvalidSettings
 from facegate.queue.postgres import ServedTenants
-from facegate.settings import get_settings
+from facegate.settings import Settings, get_settings
 from facegate.worker.process import WorkerOptions, run_worker
 
 
-def _device_available() -> bool:
-    # A worker on a machine with CUDA holds a device per job: the tenants' device_limit
-    # then applies to it. Without onnxruntime's CUDA provider it runs on the CPU.
-    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+def _runs_on_device(settings: Settings) -> bool:
+    # A worker whose models run on CUDA holds a device per job: the tenants' device_limit
+    # then applies to it. FACEGATE_INFERENCE_DEVICE=auto runs them on CUDA where
+    # onnxruntime offers it; cpu never does.
+    if settings.inference_device == "auto":
+        return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    return settings.inference_device == "cuda"
 
 
 @click.command()
@@ -52,7 +56,8 @@ def _device_available() -> bool:
     "uses_device",
     default=None,
     help="Whether jobs here hold an accelerator (counts against device_limit; "
-    "FACEGATE_WORKER_DEVICE). Default: when onnxruntime offers CUDA.",
+    "FACEGATE_WORKER_DEVICE). Default: when the models run on CUDA (FACEGATE_INFERENCE_DEVICE "
+    "cuda, or auto where onnxruntime offers CUDA).",
 )
 @click.option(
     "--runner",
@@ -91,7 +96,7 @@ def worker(
         concurrency=settings.worker_concurrency or settings.workers or 2,
         grace_seconds=settings.worker_grace_seconds,
         heartbeat_seconds=settings.worker_heartbeat_seconds,
-        uses_device=_device_available() if device is None else device,
+        uses_device=_runs_on_device(settings) if device is None else device,
         runner=settings.worker_runner,
         # Probes only where a port was given (flag or FACEGATE_PORT), not on the default.
         probe_port=port
@@ -100,5 +105,7 @@ def worker(
     )
     try:
         run_worker(settings, options)
+    except InvalidSettings:
+        raise  # one line naming the variable (the CLI's BadSetting), not a usage error
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

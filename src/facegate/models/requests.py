@@ -4,9 +4,11 @@ id)."""
 
 from __future__ import annotations
 
-from facegate.engine.errors import InvalidOptions
+from facegate.engine.errors import InvalidOptions, ModelUnavailable
+from facegate.engine.modelstore.inference import PoolSettings, available_providers
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy
 from facegate.engine.runtime import EngineRuntime
+from facegate.errors import InvalidSettings
 from facegate.models.installed import installation_model_store
 from facegate.observability import metrics
 from facegate.settings import Settings
@@ -31,13 +33,32 @@ def model_request_for(tenant_id: str, job_id: str, policy: Policy) -> ModelReque
     return ModelRequest(tenant=tenant_id, policy=tag_policy_of(policy), job_id=job_id)
 
 
+def inference_pool_settings(settings: Settings) -> PoolSettings:
+    """The inference pool's threads, memory bound and device (``FACEGATE_INFERENCE_*``).
+    :class:`InvalidSettings` when the device is ``cuda`` and this onnxruntime cannot run
+    on it: the process stops at start rather than fail each job."""
+    try:
+        available_providers(settings.inference_device)
+    except ModelUnavailable as exc:
+        device = settings.inference_device
+        raise InvalidSettings(f"FACEGATE_INFERENCE_DEVICE={device}: {exc}") from None
+    return PoolSettings(
+        max_bytes=settings.inference_max_bytes,
+        intra_op_threads=settings.inference_intra_op_threads,
+        inter_op_threads=settings.inference_inter_op_threads,
+        device=settings.inference_device,
+    )
+
+
 def installation_engine(settings: Settings) -> EngineRuntime:
     """The engine runtime of a process serving this installation (built once by its
     composition root: the API's start-up, a worker process, the CLI): the installation's
-    model store with its MODEL_TAG default, every model load observed by the metrics.
+    model store with its MODEL_TAG default, the inference pool of
+    :func:`inference_pool_settings`, every model load observed by the metrics.
     Processes that run jobs load ``warmup_list(settings)`` with ``hub.warm_up`` at start."""
     return EngineRuntime.create(
         installation_model_store(settings),
+        pool=inference_pool_settings(settings),
         default_tag=settings.model_tag,
         load_listeners=[metrics.model_loaded],
     )
