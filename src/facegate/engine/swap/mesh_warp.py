@@ -313,9 +313,7 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            # Every other pixel is enough to tell a grey photo (it has no chroma anywhere).
-            grayscale = is_grayscale(target[::2, ::2])
-            return _TargetSide(keep, mask, shading, reshaped, grayscale)
+            return _TargetSide(keep, mask, shading, reshaped, is_grayscale(target))
 
         raster = mesh_raster(points, shape)  # shared by both warps onto the mesh
         helper = self._helper_pool()
