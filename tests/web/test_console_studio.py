@@ -1,9 +1,10 @@
 """The studio in the console, in a real browser: a director builds the face library (save,
 rename, delete) and runs a batch with a saved face, following its progress (the page polls
 the batch) into a gallery of the results and a ZIP of them, then saves a job template and
-runs a batch with it; each role sees what it may do — an editor submits batches and manages
-templates but has no library controls, a viewer sees batches, templates and results without
-any submit or delete control, billing sees usage only."""
+runs a batch with it, and one that places each saved face on a chosen target face; each
+role sees what it may do — an editor submits batches and manages templates but has no
+library controls, a viewer sees batches, templates and results without any submit or delete
+control, billing sees usage only."""
 
 from __future__ import annotations
 
@@ -284,3 +285,71 @@ def test_studio_views_fit_a_phone(server: Any, keys: dict[str, str], browser: An
             screenshot(page, f"phone-{view}")
     finally:
         context.close()
+
+
+def test_a_template_places_saved_faces_on_target_faces(
+    server: Any, keys: dict[str, str], page: Any, tmp_path: Path
+) -> None:
+    director = keys["director"]
+    for name, photo in (
+        ("Left lead", "woman_b_frontal_dark_background.jpg"),
+        ("Right lead", "woman_astronaut_frontal.jpg"),
+    ):
+        saved = httpx.post(
+            f"{server.url}/v1/faces/library",
+            headers=auth(director),
+            files={"image": ("f.jpg", small_photo(photo, tmp_path).read_bytes())},
+            data={"name": name},
+            timeout=60,
+        )
+        assert saved.status_code == 201, saved.text
+    sign_in(page, server.url, director)
+    page.click('#nav a[data-view="batches"]')
+    expect(page.locator("#template-form")).to_be_visible()
+    place = 'input[name="template-target"][data-name="{}"]'
+    expect(page.locator(place.format("Left lead"))).to_be_disabled()  # until it is ticked
+    page.fill("#template-name", "Crosswise")
+    page.check('input[name="template-face"][value="Left lead"]')
+    page.check('input[name="template-face"][value="Right lead"]')
+    error = page.locator("#template-error")
+
+    # Checked in the page (a place counts from 1), then by the API (one source per face).
+    page.fill(place.format("Right lead"), "0")
+    page.click("#save-template")
+    expect(error).to_have_text("The target face for Right lead is a whole number from 1 to 256.")
+    page.fill(place.format("Left lead"), "1")
+    page.fill(place.format("Right lead"), "1")
+    page.click("#save-template")
+    expect(error).to_contain_text("one target face two sources")
+    assert "Crosswise" not in [t["name"] for t in server.get("/v1/templates", director).json()]
+
+    page.fill(place.format("Right lead"), "2")
+    page.click("#save-template")
+    row = page.locator('#template-list .template[data-name="Crosswise"]')
+    expect(row.locator(".template-summary")).to_have_text(
+        "face_swapper · blend 100 % · the mapped faces · "
+        "faces: Right lead → target face 2, Left lead → target face 1"
+    )
+    expect(error).to_be_hidden()
+    expect(page.locator(place.format("Right lead"))).to_be_disabled()  # the form is reset
+    [template] = [
+        t for t in server.get("/v1/templates", director).json() if t["name"] == "Crosswise"
+    ]
+    assert template["faces"] == ["Right lead", "Left lead"]  # the library's order
+    assert template["mapping"] == {"Right lead": 1, "Left lead": 0}
+    assert template["options"]["selector"]["mapping"] == [[0, 1], [1, 0]]
+
+    # A batch with it: the two-face target gets both, the one-face target has no face 2.
+    page.select_option("#batch-template", label="Crosswise (Right lead, Left lead)")
+    targets = [
+        small_photo("group_2_women_laughing_angled.jpg", tmp_path, width=360),
+        small_photo(TARGETS[0], tmp_path),
+    ]
+    page.set_input_files("#batch-targets", [str(path) for path in targets])
+    page.click("#submit-batch")
+    detail = page.locator("#batch-detail")
+    expect(detail).to_have_attribute("data-status", "completed", timeout=BATCH_TIMEOUT_MS)
+    expect(page.locator("#batch-counts")).to_contain_text("2 of 2 done · 1 succeeded · 1 failed")
+    expect(page.locator("#item-0")).to_have_attribute("data-status", "succeeded")
+    expect(page.locator("#item-1 .error-text")).to_contain_text("target index 1 is out of range")
+    screenshot(page, "studio-template-mapping")

@@ -17,9 +17,39 @@ export async function showTemplates(identity, faces, onChange) {
   if (card.hidden) return;
   $("#template-form").hidden = !can("templates:write");
   $("#template-faces-field").hidden = faces.length === 0;
-  $("#template-faces").replaceChildren(...faces.map((face) => h("label", { class: "check" },
-    h("input", { type: "checkbox", name: "template-face", value: face.name }), ` ${face.name}`)));
+  $("#template-faces").replaceChildren(...faces.map(faceChoice));
   await refreshTemplates();
+}
+
+// A saved face to tick, and the target face it goes onto (1-based here; the API's mapping
+// counts from 0), open once the face is ticked.
+function faceChoice(face) {
+  const target = h("input", {
+    type: "number", name: "template-target", class: "target-index", min: 1, max: 256, step: 1,
+    inputmode: "numeric", placeholder: "any", disabled: true, dataset: { name: face.name },
+    "aria-label": `Target face for ${face.name}`,
+  });
+  const box = h("input", {
+    type: "checkbox", name: "template-face", value: face.name,
+    onchange: (event) => { target.disabled = !event.currentTarget.checked; },
+  });
+  return h("div", { class: "template-face" },
+    h("label", { class: "check" }, box, ` ${face.name}`),
+    h("label", { class: "check small" }, "onto target face", target));
+}
+
+/** face name -> target face index (from 0) of the ticked faces given a place, or an error. */
+function chosenMapping() {
+  const mapping = {};
+  for (const input of document.querySelectorAll('input[name="template-target"]')) {
+    if (input.disabled || (input.value === "" && !input.validity.badInput)) continue;
+    const place = Number(input.value);
+    if (input.validity.badInput || !Number.isInteger(place) || place < 1 || place > 256) {
+      return { error: `The target face for ${input.dataset.name} is a whole number from 1 to 256.` };
+    }
+    mapping[input.dataset.name] = place - 1;
+  }
+  return { mapping };
 }
 
 async function refreshTemplates() {
@@ -31,10 +61,14 @@ async function refreshTemplates() {
 function describe(template) {
   const options = template.options;
   const swapper = (options.processor_options || {}).face_swapper || {};
+  const mapping = template.mapping || {};
+  const mapped = Object.keys(mapping).length > 0;
+  const placed = (name) => (name in mapping ? `${name} → target face ${mapping[name] + 1}` : name);
   const parts = [options.processors.join(", ") || "no processor"];
   if (swapper.blend !== undefined) parts.push(`blend ${Math.round(swapper.blend * 100)} %`);
-  parts.push(options.selector.mode === "many" ? "every face" : "the largest face");
-  parts.push(template.faces.length ? `faces: ${template.faces.join(", ")}` : "brings no faces");
+  if (mapped) parts.push("the mapped faces");
+  else parts.push(options.selector.mode === "many" ? "every face" : "the largest face");
+  parts.push(template.faces.length ? `faces: ${template.faces.map(placed).join(", ")}` : "brings no faces");
   return parts.join(" · ");
 }
 
@@ -79,6 +113,11 @@ async function onSave(event) {
     return;
   }
   const faces = [...document.querySelectorAll('input[name="template-face"]:checked')].map((box) => box.value);
+  const { mapping, error: badPlace } = chosenMapping();
+  if (badPlace) {
+    showError(error, badPlace);
+    return;
+  }
   const body = {
     name,
     faces,
@@ -88,10 +127,12 @@ async function onSave(event) {
       processor_options: { face_swapper: { blend: Number($("#template-blend").value) / 100 } },
     },
   };
+  if (Object.keys(mapping).length) body.mapping = mapping;
   try {
     const template = await api("/v1/templates", { method: "POST", json: body });
     showError(error, "");
     $("#template-form").reset();
+    for (const input of document.querySelectorAll('input[name="template-target"]')) input.disabled = true;
     $("#template-blend-out").textContent = "100 %";
     await refreshTemplates();
     await changed();
