@@ -34,6 +34,7 @@ from facegate.engine import mesh
 from facegate.engine.errors import SourceUnusable
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import SAME_PERSON_DISTANCE, FaceRecogniser, identity_distance
+from facegate.engine.swap.color import DETAIL_GAIN
 from facegate.engine.swap.masks import face_mask, keep_mask, polygon_mask, trimmed_oval
 from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
 from facegate.engine.swap.options import FaceSwapperOptions
@@ -52,7 +53,7 @@ TUNED = [
     "elderly_woman_glasses_frontal.jpg",
 ]
 #: The tuning with the target's outline kept (``first pass``), measured beside the default.
-FIRST_PASS = replace(Tuning(), outline=0.0)
+FIRST_PASS = replace(Tuning(), outline=0.0, low_pass=0.035, detail_gain=DETAIL_GAIN)
 #: The before/after sheet (--docs-sheet; docs/identity_before_after.jpg is this sheet): only
 #: the photos whose sources put them in the public domain or under an open licence that covers
 #: the image (SOURCES.md): the NASA astronaut portrait, the camera man (CC0) and the US Navy

@@ -27,7 +27,8 @@ CHROMA_DETAIL = 0.5
 #: tone: the recogniser needs the source's shapes, not its complexion).
 MID_CHROMA = 0.5
 #: Bounds of the gain that matches the source's lightness-detail contrast to the target's
-#: (fixes waxy skin from a soft source on a sharp target, and the opposite).
+#: (fixes waxy skin from a soft source on a sharp target, and the opposite); the swap's
+#: ``Tuning.detail_gain`` (a sharp source keeps more of its detail: identity).
 DETAIL_GAIN = (0.7, 1.5)
 
 
@@ -133,6 +134,7 @@ def match_lighting(
     shading: Shading,
     skin: FloatArray,
     grayscale_source: bool,
+    gain_bounds: tuple[float, float] = DETAIL_GAIN,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
@@ -158,7 +160,7 @@ def match_lighting(
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)
     t_std = _lightness_std(np.asarray(shading.lab - target_fine, np.float32), inside, count)
-    gain = float(np.clip(t_std / s_std, *DETAIL_GAIN)) if s_std > 1e-3 else 1.0
+    gain = float(np.clip(t_std / s_std, *gain_bounds)) if s_std > 1e-3 else 1.0
     # OpenCV's per-channel scalars over whole pixels, rather than numpy on strided channel
     # views (or broadcast bounds): ~10x faster on a 400x340 face.
     chroma = 0.0 if grayscale_source else CHROMA_DETAIL
