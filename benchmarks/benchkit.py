@@ -3,18 +3,45 @@ facegate command, and the in-process service (api, gateway, observability)."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cv2
+import numpy as np
+
 from facegate.allocator import tune_allocator
 from facegate.engine.runtime import EngineRuntime
+from facegate.engine.types import Frame
 from facegate.settings import Settings
 
 #: The face photos of ../shared/data/faces (see their SOURCES.md), beside this checkout.
 FACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "faces"
+
+
+def read_frame(path: Path) -> Frame:
+    """The image at ``path`` as a BGR uint8 frame (OpenCV's decoder); exits naming the file
+    when OpenCV cannot read it."""
+    frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if frame is None:
+        raise SystemExit(f"cannot read {path}")
+    return np.asarray(frame, dtype=np.uint8)
+
+
+def read_frames(folder: Path) -> dict[str, Frame]:
+    """Every file of ``folder`` that OpenCV reads as an image, by name, in name order (the
+    photos of a faces folder without its SOURCES.md)."""
+    frames = {p.name: cv2.imread(str(p), cv2.IMREAD_COLOR) for p in sorted(folder.iterdir())}
+    return {name: np.asarray(f, dtype=np.uint8) for name, f in frames.items() if f is not None}
+
+
+def load_average() -> str:
+    """The machine's load average (1, 5, 15 min), printed beside timings taken on a shared
+    machine."""
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def like_a_facegate_process(default_allocator: bool = False) -> str:
@@ -44,7 +71,7 @@ def bench_settings(tmp: Path, **overrides: Any) -> Settings:
         "log_level": "warning",
         **overrides,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 def median_seconds(call: Callable[[], object], runs: int) -> float:

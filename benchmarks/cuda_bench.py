@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
@@ -48,7 +49,7 @@ class GraphBuilder:
         self.count += 1
         return f"{prefix}{self.count}"
 
-    def constant(self, array: np.ndarray, dtype: type = np.float32) -> str:
+    def constant(self, array: npt.NDArray[np.number[Any]], dtype: type = np.float32) -> str:
         name = self.name("w")
         self.weights.append(numpy_helper.from_array(array.astype(dtype), name=name))
         return name

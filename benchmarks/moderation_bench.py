@@ -28,7 +28,7 @@ import av
 import cv2
 import numpy as np
 
-from benchkit import FACES, engine_runtime, like_a_facegate_process
+from benchkit import FACES, engine_runtime, like_a_facegate_process, load_average, read_frame
 from facegate.engine.moderation import ModerationPolicy, Moderator, forward_open_nsfw, sample_video
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.types import Frame
@@ -41,16 +41,6 @@ SOURCE = FACES / "man_frontal_glasses.jpg"
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 
 ENGINE = engine_runtime()
-
-
-def load() -> str:
-    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
-def read(path: Path) -> Frame:
-    frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    assert frame is not None, path
-    return np.asarray(frame, dtype=np.uint8)
 
 
 def all_frames(path: Path) -> list[Frame]:
@@ -67,7 +57,7 @@ def over(scores: list[float], threshold: float) -> int:
 
 def false_positives(moderator: Moderator, folder: Path, clips: int | None) -> None:
     ours = JOB_MODERATION.threshold
-    scores = moderator.scores([read(p) for p in PHOTOS])
+    scores = moderator.scores([read_frame(p) for p in PHOTOS])
     top = max(zip(scores, PHOTOS, strict=True))
     print(
         f"photos: {len(PHOTOS)}; over the service's threshold {ours}: {over(scores, ours)}, "
@@ -114,8 +104,8 @@ def first_version_check(moderation: JobModeration, frame: Frame) -> float:
 
 
 def cost_per_image(runs: int) -> None:
-    target = cv2.resize(read(TARGET), (1920, 1080))
-    source = read(SOURCE)
+    target = np.asarray(cv2.resize(read_frame(TARGET), (1920, 1080)), np.uint8)
+    source = read_frame(SOURCE)
     moderation = JobModeration("bench", True, ENGINE.hub)
     moderation.check_output(target)  # loads the model once
     check, check_cpu = median_seconds(lambda: moderation.check_output(target), runs)
@@ -126,7 +116,7 @@ def cost_per_image(runs: int) -> None:
     print(
         f"per 1080p image: moderation {check * 1000:.1f} ms wall, {check_cpu * 1000:.1f} ms CPU; "
         f"face swap (baseline) {swap * 1000:.1f} ms wall, {swap_cpu * 1000:.1f} ms CPU; "
-        f"moderation = {check_cpu / swap_cpu:.2f}x the swap's CPU  [{load()}]"
+        f"moderation = {check_cpu / swap_cpu:.2f}x the swap's CPU  [{load_average()}]"
     )
     print(
         f"  the first preprocessing (numpy's flipped copy of the frame): "
@@ -167,7 +157,7 @@ def cost_per_video_minute(folder: Path, seconds: float) -> None:
         f"moderation {wall:.2f} s wall, {cpu:.2f} s CPU (sampling {sampling_cpu * scale:.2f} s, "
         f"classifying {classify_cpu * scale:.2f} s CPU); decode-only floor (baseline) "
         f"{decode * scale:.2f} s wall, {decode_cpu * scale:.2f} s CPU; moderation = "
-        f"{cpu / (decode_cpu * scale):.2f}x the decode's CPU  [{load()}]"
+        f"{cpu / (decode_cpu * scale):.2f}x the decode's CPU  [{load_average()}]"
     )
 
 
@@ -177,7 +167,7 @@ def main() -> None:
     parser.add_argument("--clips", default="all", help="how many photo clips to score (all)")
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    print(like_a_facegate_process(), f"[{load()}]")
+    print(like_a_facegate_process(), f"[{load_average()}]")
     os.environ.setdefault("FACEGATE_MODELS_DIR", tempfile.mkdtemp(prefix="facegate-models-"))
     moderator = Moderator(ENGINE.hub)
     print(f"classifier: {moderator.model.version.name}:{moderator.model.version.tag}")

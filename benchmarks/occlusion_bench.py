@@ -28,8 +28,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 
-from benchkit import FACES, engine_runtime
+from benchkit import FACES, engine_runtime, read_frame
 from facegate.engine import mesh
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
@@ -44,6 +45,8 @@ HAND_BOX = (790, 330, 880, 415)  # x0, y0, x1, y1 of the patch
 SOURCE = "woman_a_selfie_frontal_01.jpg"
 OTHER_SOURCE = "man_frontal_glasses.jpg"
 UNCHANGED = 3  # levels per channel
+#: Which pixels of a frame are in a region (an occluder, the face's oval).
+Mask = npt.NDArray[np.bool_]
 COLOURS = {"blue": (200, 120, 40), "black": (20, 20, 20), "grey": (150, 150, 150)}
 
 
@@ -51,7 +54,7 @@ def cut_hand(folder: Path) -> Frame:
     """A real hand: the patch of HAND_PHOTO around the right-hand player's hand (holding
     cards, against a dark sleeve), pasted whole (the occluder is the hand with what it holds)."""
     x0, y0, x1, y1 = HAND_BOX
-    photo = cv2.imread(str(folder / HAND_PHOTO), cv2.IMREAD_COLOR)
+    photo = read_frame(folder / HAND_PHOTO)
     return np.ascontiguousarray(photo[y0:y1, x0:x1])
 
 
@@ -60,7 +63,7 @@ def face_box(face: Face) -> tuple[float, float, float, float]:
     return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])
 
 
-def with_hand(frame: Frame, face: Face, pixels: Frame) -> tuple[Frame, np.ndarray]:
+def with_hand(frame: Frame, face: Face, pixels: Frame) -> tuple[Frame, Mask]:
     """``frame`` with the hand pasted over the lower cheek and chin; the occluder's mask."""
     alpha = np.ones(pixels.shape[:2], bool)
     x0, y0, x1, y1 = face_box(face)
@@ -79,7 +82,7 @@ def with_hand(frame: Frame, face: Face, pixels: Frame) -> tuple[Frame, np.ndarra
     return out, occluder
 
 
-def with_object(frame: Frame, face: Face, colour: tuple[int, int, int]) -> tuple[Frame, np.ndarray]:
+def with_object(frame: Frame, face: Face, colour: tuple[int, int, int]) -> tuple[Frame, Mask]:
     """``frame`` with a flat rectangle over the lower right quarter of the face."""
     x0, y0, x1, y1 = face_box(face)
     w, h = x1 - x0, y1 - y0
@@ -91,7 +94,7 @@ def with_object(frame: Frame, face: Face, colour: tuple[int, int, int]) -> tuple
     return out, occluder.astype(bool)
 
 
-def oval(face: Face, shape: tuple[int, ...]) -> np.ndarray:
+def oval(face: Face, shape: tuple[int, ...]) -> Mask:
     mask = np.zeros(shape[:2], np.uint8)
     cv2.fillPoly(mask, [np.round(face.landmarks[mesh.FACE_OVAL, :2]).astype(np.int32)], (1,))
     return mask.astype(bool)
@@ -114,7 +117,7 @@ def swap(
     return swapper.process_frame(frame, ctx)
 
 
-def unchanged(out: Frame, frame: Frame, where: np.ndarray) -> float:
+def unchanged(out: Frame, frame: Frame, where: Mask) -> float:
     same = np.abs(out.astype(np.int16) - frame.astype(np.int16)).max(axis=2) <= UNCHANGED
     return float(same[where].mean()) if where.any() else float("nan")
 

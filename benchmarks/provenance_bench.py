@@ -35,8 +35,16 @@ from pathlib import Path
 import av
 import cv2
 import numpy as np
+import numpy.typing as npt
 
-from benchkit import FACES, engine_runtime, like_a_facegate_process, median_seconds
+from benchkit import (
+    FACES,
+    engine_runtime,
+    like_a_facegate_process,
+    load_average,
+    median_seconds,
+    read_frame,
+)
 from facegate.engine.errors import NoFaceDetected
 from facegate.engine.image import ImageLimits, encode_image, load_image
 from facegate.engine.pipeline import PipelineSpec
@@ -53,7 +61,6 @@ from facegate.provenance.keys import create_keys
 from facegate.provenance.manifest import manifest_definition, sign_bytes, sign_file
 from facegate.provenance.payload import LENGTH, Payload, decode_any, encode_payload
 from facegate.provenance.reading import read_video_watermark
-from moderation_bench import load, read
 
 PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})
 SOURCE = FACES / "man_frontal_glasses.jpg"
@@ -81,21 +88,21 @@ def crop_corner(frame: Frame) -> Frame:
 TRANSFORMS: dict[str, Callable[[Frame], Frame]] = {
     "as saved": lambda f: f,
     "JPEG 70": lambda f: jpeg(f, 70),
-    "resize 50%": lambda f: cv2.resize(
-        f, (f.shape[1] // 2, f.shape[0] // 2), interpolation=cv2.INTER_AREA
+    "resize 50%": lambda f: np.asarray(
+        cv2.resize(f, (f.shape[1] // 2, f.shape[0] // 2), interpolation=cv2.INTER_AREA), np.uint8
     ),
     "crop 10% centre": crop_centre,
     "crop 10% corner": crop_corner,
-    "brightness +10%": lambda f: cv2.convertScaleAbs(f, alpha=1.1),
-    "brightness -10%": lambda f: cv2.convertScaleAbs(f, alpha=0.9),
+    "brightness +10%": lambda f: np.asarray(cv2.convertScaleAbs(f, alpha=1.1), np.uint8),
+    "brightness -10%": lambda f: np.asarray(cv2.convertScaleAbs(f, alpha=0.9), np.uint8),
 }
 
 
 def swap_results() -> list[Frame]:
-    pipeline, source = ENGINE.pipeline(SWAP), read(SOURCE)
+    pipeline, source = ENGINE.pipeline(SWAP), read_frame(SOURCE)
     results = []
     for photo in PHOTOS:
-        target = read(photo)
+        target = read_frame(photo)
         try:
             results.append(pipeline.run_image([source], target))
         except NoFaceDetected:
@@ -115,11 +122,11 @@ class PackageMethod:
         module = package_module("dwtDctSvd" if name == "dwtDctSvd" else "maxDct")
         self.cls = module.EmbedDwtDctSvd if name == "dwtDctSvd" else module.EmbedMaxDct
 
-    def embed(self, frame: Frame, bits: np.ndarray) -> Frame:
+    def embed(self, frame: Frame, bits: npt.NDArray[np.uint8]) -> Frame:
         marked = self.cls(watermarks=[int(b) for b in bits], wmLen=LENGTH).encode(frame.copy())
         return np.asarray(np.clip(marked, 0, 255), dtype=np.uint8)
 
-    def read(self, frame: Frame, bits: np.ndarray) -> bool:
+    def read(self, frame: Frame, bits: npt.NDArray[np.uint8]) -> bool:
         read_bits = np.asarray(self.cls(watermarks=[], wmLen=LENGTH).decode(frame), np.uint8)
         return bool(np.array_equal(read_bits, bits))
 
@@ -136,13 +143,13 @@ class BlindWatermark:
         bw_notes.close()  # the package prints a notice on first use otherwise
         self.cls = WaterMark
 
-    def embed(self, frame: Frame, bits: np.ndarray) -> Frame:
+    def embed(self, frame: Frame, bits: npt.NDArray[np.uint8]) -> Frame:
         marker = self.cls(password_wm=1, password_img=1)
         marker.read_img(img=frame)
         marker.read_wm([bool(b) for b in bits], mode="bit")
         return np.asarray(np.clip(np.rint(marker.embed()), 0, 255), dtype=np.uint8)
 
-    def read(self, frame: Frame, bits: np.ndarray) -> bool:
+    def read(self, frame: Frame, bits: npt.NDArray[np.uint8]) -> bool:
         reader = self.cls(password_wm=1, password_img=1)
         soft = reader.extract(embed_img=frame, wm_shape=LENGTH, mode="bit")
         return bool(np.array_equal(np.asarray(soft) >= 0.5, bits.astype(bool)))
@@ -178,7 +185,7 @@ def survival(results: list[Frame]) -> None:
             for name, transform in TRANSFORMS.items():
                 theirs[package.name][name] += package.read(transform(their_saved), bits)
     count = len(results)
-    print(f"\nwatermark recovery over {count} results (exact 64-bit payload)  [{load()}]")
+    print(f"\nwatermark recovery over {count} results (exact 64-bit payload)  [{load_average()}]")
     header = f"{'':22}" + "".join(f"{n:>17}" for n in names) + f"{'PSNR dB':>10}{'embed ms':>10}"
     print(header)
 
@@ -193,7 +200,7 @@ def survival(results: list[Frame]) -> None:
 
 
 def false_detections(results: list[Frame], folder: Path, clips: int) -> None:
-    frames = [read(p) for p in PHOTOS] + results
+    frames = [read_frame(p) for p in PHOTOS] + results
     for photo in PHOTOS[:clips]:
         clip = folder / f"{photo.stem}.mp4"
         make_face_clip(clip, photo, ClipSpec(audio=False))
@@ -210,7 +217,7 @@ def false_detections(results: list[Frame], folder: Path, clips: int) -> None:
         f"\nfalse detections on unmarked pictures: {anything} of {len(frames)} "
         f"({len(PHOTOS)} photos, {len(results)} swap results, "
         f"{len(frames) - len(PHOTOS) - len(results)} frames of {clips} test clips); "
-        f"naming this installation: {ours}  [{load()}]"
+        f"naming this installation: {ours}  [{load_average()}]"
     )
 
 
@@ -219,7 +226,7 @@ def image_cost(folder: Path, runs: int) -> None:
     encode the JPEG result) unmarked and marked, alternated in one run so both see the same
     machine; the watermark and the signature timed alone beside them."""
     keys = create_keys(folder / "keys")
-    target_bytes = cv2.imencode(".jpg", cv2.resize(read(TARGET), (1920, 1080)))[1].tobytes()
+    target_bytes = cv2.imencode(".jpg", cv2.resize(read_frame(TARGET), (1920, 1080)))[1].tobytes()
     source_bytes = SOURCE.read_bytes()
     limits = ImageLimits()
     pipeline = ENGINE.pipeline(SWAP)
@@ -249,7 +256,7 @@ def image_cost(folder: Path, runs: int) -> None:
         f"\nper 1080p image job (decode, swap, encode): {base * 1000:.0f} ms unmarked "
         f"(baseline), {with_marks * 1000:.0f} ms marked: +{with_marks / base - 1:.1%}; alone: "
         f"watermark {mark * 1000:.1f} ms + C2PA signature {sign * 1000:.1f} ms = "
-        f"{(mark + sign) / base:.1%} of the unmarked job  [{load()}]"
+        f"{(mark + sign) / base:.1%} of the unmarked job  [{load_average()}]"
     )
 
 
@@ -275,7 +282,7 @@ def video_cost(folder: Path, seconds: float) -> None:
     keys = create_keys(folder / "video-keys")
     clip = folder / "clip.mp4"
     make_face_clip(clip, TARGET, ClipSpec(seconds=seconds, width=1280, height=720, audio=False))
-    source = read(SOURCE)
+    source = read_frame(SOURCE)
     bits = encode_payload(INSTALLATION, 7)
     timings: dict[str, float] = {}
     for label, finish in (("plain", None), ("marked", VideoWatermark(bits)), ("plain2", None)):
@@ -293,7 +300,7 @@ def video_cost(folder: Path, seconds: float) -> None:
         f"\nper 720p video ({seconds:g} s): {plain:.1f} fps unmarked (baseline, mean of a run "
         f"before and after), {timings['marked']:.1f} fps with the watermark: "
         f"{timings['marked'] / plain:.2f}x the fps; C2PA signature of the result "
-        f"{sign * 1000:.0f} ms  [{load()}]"
+        f"{sign * 1000:.0f} ms  [{load_average()}]"
     )
     size = marked_path.stat().st_size
     rate = round(size * 8 / seconds)
@@ -329,7 +336,7 @@ def main() -> None:
         "--only", default="survival,false,image,video", help="parts to run (comma-separated)"
     )
     args = parser.parse_args()
-    print(like_a_facegate_process(), f"[{load()}]")
+    print(like_a_facegate_process(), f"[{load_average()}]")
     os.environ.setdefault("FACEGATE_MODELS_DIR", tempfile.mkdtemp(prefix="facegate-models-"))
     with tempfile.TemporaryDirectory(prefix="facegate-provenance-") as scratch:
         folder = Path(scratch)

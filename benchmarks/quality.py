@@ -28,8 +28,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 
-from benchkit import FACES
+from benchkit import FACES, read_frames
 from facegate.engine import mesh
 from facegate.engine.errors import SourceUnusable
 from facegate.engine.faces import FaceAnalyser
@@ -65,7 +66,7 @@ DOCS_PHOTOS = [
 ]
 
 
-def delta_e2000(lab1: np.ndarray, lab2: np.ndarray) -> float:
+def delta_e2000(lab1: npt.NDArray[np.float32], lab2: npt.NDArray[np.float32]) -> float:
     """CIEDE2000 between two L*a*b* colours (Sharma et al. 2005)."""
     l1, a1, b1 = (float(v) for v in lab1)
     l2, a2, b2 = (float(v) for v in lab2)
@@ -108,11 +109,11 @@ def delta_e2000(lab1: np.ndarray, lab2: np.ndarray) -> float:
     )
 
 
-def lab(frame: Frame) -> np.ndarray:
-    return cv2.cvtColor(frame.astype(np.float32) / 255.0, cv2.COLOR_BGR2Lab)
+def lab(frame: Frame) -> npt.NDArray[np.float32]:
+    return np.asarray(cv2.cvtColor(frame.astype(np.float32) / 255.0, cv2.COLOR_BGR2Lab), np.float32)
 
 
-def seam_ratio(frame: Frame, mask: np.ndarray) -> float:
+def seam_ratio(frame: Frame, mask: FloatArray) -> float:
     """Mean |∇L*| on a 3-px band around the mask border ÷ mean |∇L*| inside the face."""
     light = lab(frame)[..., 0]
     grad = np.hypot(cv2.Sobel(light, cv2.CV_32F, 1, 0), cv2.Sobel(light, cv2.CV_32F, 0, 1))
@@ -128,7 +129,7 @@ def seam_ratio(frame: Frame, mask: np.ndarray) -> float:
 def skin_delta_e(out: Frame, target: Frame, face: Face, aimed: FloatArray | None = None) -> float:
     """ΔE2000 of the mean skin colour: swapped cheeks (on the mesh the swap aimed at, when
     given: with a moved outline the face is there) vs the target's own forehead band."""
-    shape = out.shape[:2]
+    shape = (out.shape[0], out.shape[1])
     points = face.landmarks if aimed is None else aimed
     inside = (face_mask(points, shape, (0, 0, 0, 0), 0.3) > 0.9) & (
         keep_mask(points, points, shape) < 0.1
@@ -155,7 +156,7 @@ def tile(frame: Frame, face: Face) -> Frame:
     s = max(face.width, face.height) * 0.8
     x0, y0 = int(max(0, c[0] - s)), int(max(0, c[1] - s))
     crop = frame[y0 : int(c[1] + s), x0 : int(c[0] + s)]
-    return cv2.resize(crop, (TILE, TILE), interpolation=cv2.INTER_AREA)
+    return np.asarray(cv2.resize(crop, (TILE, TILE), interpolation=cv2.INTER_AREA), np.uint8)
 
 
 def person(name: str) -> str:
@@ -196,11 +197,10 @@ class Pair:
 def load_photos(analyser: FaceAnalyser, folder: Path) -> dict[str, tuple[Frame, Face]]:
     """The single-face photos of ``folder`` (the pair is unambiguous) and their face."""
     photos: dict[str, tuple[Frame, Face]] = {}
-    for path in sorted(folder.iterdir()):
-        frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        faces = analyser.analyse(frame) if frame is not None else []
+    for name, frame in read_frames(folder).items():
+        faces = analyser.analyse(frame)
         if len(faces) == 1:
-            photos[path.name] = (frame, faces[0])
+            photos[name] = (frame, faces[0])
     return photos
 
 
@@ -255,8 +255,9 @@ def measure(
             moved = landmark_error(best, aimed, face.inter_ocular)
         # The seam is measured where the swap's mask ends: on the mesh it aimed at (with a
         # moved outline, not the target's own oval); the untouched photo on the target's.
-        mask = face_mask(aimed, frame.shape[:2], (0, 0, 0, 0), 0.3)
-        own = face_mask(face.landmarks, frame.shape[:2], (0, 0, 0, 0), 0.3)
+        shape = (frame.shape[0], frame.shape[1])
+        mask = face_mask(aimed, shape, (0, 0, 0, 0), 0.3)
+        own = face_mask(face.landmarks, shape, (0, 0, 0, 0), 0.3)
         results.append(
             Pair(
                 source=source,
@@ -365,7 +366,8 @@ def print_summaries(columns: dict[str, dict[str, float]], reference: dict[str, f
 def same_person_check(descriptors: dict[str, FloatArray]) -> None:
     """The metric itself: photos of one person under the threshold, others above."""
     names = list(descriptors)
-    same, other = [], []
+    same: list[float] = []
+    other: list[float] = []
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             d = identity_distance(descriptors[a], descriptors[b])
@@ -384,7 +386,9 @@ def same_person_check(descriptors: dict[str, FloatArray]) -> None:
         )
 
 
-def sheet(names: list[str], photos: dict[str, tuple[Frame, Face]], tiles: dict) -> Frame:
+def sheet(
+    names: list[str], photos: dict[str, tuple[Frame, Face]], tiles: dict[tuple[str, str], Frame]
+) -> Frame:
     """Rows: sources, columns: targets; the originals along the top and the left."""
     blank = np.zeros((TILE, TILE, 3), np.uint8)
     rows = [np.hstack([blank] + [tile(*photos[n]) for n in names])]

@@ -37,7 +37,7 @@ from facegate.queue.claim import Claim
 from facegate.queue.notify import QueueListener
 from facegate.queue.postgres import PostgresClaimer
 from facegate.tenancy.tables import Policy, Tenant
-from queue_peers import pgqueuer_rate, procrastinate_rate
+from queue_peers import per_second, pgqueuer_rate, procrastinate_rate
 
 BASE_URL = os.environ.get(
     "FACEGATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -240,7 +240,7 @@ def throughput(
     # The figure only counts if every job ran, and ran once (no claim was handed out twice).
     if done != jobs or not once:
         raise SystemExit(f"{kind}: {done} of {jobs} jobs succeeded, once: {once}")
-    return jobs / (last - first).total_seconds()
+    return per_second(jobs, first, last)
 
 
 def quiet_waits(engine: Engine, samples: int, timeout: float = 120.0) -> list[float]:

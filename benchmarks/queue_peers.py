@@ -15,11 +15,14 @@ import asyncio
 import multiprocessing as mp
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from sqlalchemy import make_url
+
+if TYPE_CHECKING:
+    import procrastinate
 
 
 def libpq(url: str) -> str:
@@ -46,6 +49,11 @@ class Schema:
     def __exit__(self, *_: object) -> None:
         with psycopg.connect(libpq(self.base), autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {self.name} CASCADE")
+
+
+def per_second(jobs: int, first: datetime, last: datetime) -> float:
+    """``jobs`` over the time from the first one taken to the last one finished."""
+    return jobs / (last - first).total_seconds()
 
 
 def run_workers(target: Callable[..., None], args: tuple[Any, ...], workers: int) -> None:
@@ -123,13 +131,13 @@ def pgqueuer_rate(base: str, jobs: int, workers: int, batch_size: int) -> float:
             ).fetchone() or (None, None, 0)
         if left is None or left[0] != 0 or done != jobs:
             raise SystemExit(f"pgqueuer: {left} jobs left in the queue, {done} successful")
-    return jobs / (last - first).total_seconds()
+    return per_second(jobs, first, last)
 
 
 # Procrastinate ----------------------------------------------------------------------------
 
 
-def _procrastinate_app(url: str) -> Any:
+def _procrastinate_app(url: str) -> procrastinate.App:
     import procrastinate
 
     return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
@@ -181,4 +189,4 @@ def procrastinate_rate(base: str, jobs: int, workers: int) -> float:
             ).fetchone() or (None, None, 0)
         if done != jobs:
             raise SystemExit(f"procrastinate: {done} of {jobs} jobs succeeded")
-    return jobs / (last - first).total_seconds()
+    return per_second(jobs, first, last)

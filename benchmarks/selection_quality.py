@@ -17,10 +17,9 @@ import argparse
 import copy
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
-from benchkit import FACES
+from benchkit import FACES, read_frame, read_frames
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import IdentityDescriber
 from facegate.engine.selection import SelectorSpec, select_faces
@@ -45,8 +44,7 @@ def beside(left: Frame, right: Frame) -> Frame:
 
 
 def scenes(analyser: FaceAnalyser, person_a: list[str]) -> list[Scene]:
-    frames = {p.name: cv2.imread(str(p), cv2.IMREAD_COLOR) for p in sorted(FACES.iterdir())}
-    frames = {n: f for n, f in frames.items() if f is not None}
+    frames = read_frames(FACES)
     groups = [n for n in frames if n.startswith("group_")]
     found = []
     for a in person_a:
@@ -78,7 +76,7 @@ def main() -> None:
         matched = present = accepted = strangers = 0
         misses: list[str] = []
         for reference_name in person_a:
-            reference_frame = cv2.imread(str(FACES / reference_name), cv2.IMREAD_COLOR)
+            reference_frame = read_frame(FACES / reference_name)
             references = analyser.analyse(reference_frame)
             if learned:
                 identity.attach(reference_frame, references)

@@ -18,10 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import cv2
-import numpy as np
-
-from benchkit import FACES, engine_runtime, like_a_facegate_process
+from benchkit import FACES, engine_runtime, like_a_facegate_process, load_average, read_frame
 from facegate.engine.pipeline import Pipeline, PipelineSpec
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
@@ -39,10 +36,6 @@ TRACKERS = {
 }
 
 
-def load() -> str:
-    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
 def identity(frame: Frame) -> Frame:
     return frame
 
@@ -57,7 +50,7 @@ def full(
     pipeline: Pipeline, src: Path, dst: Path, preset: str, workers: int, tracker: TrackerOptions
 ) -> tuple[float, float]:
     """(wall fps, CPU ms per frame) of the swap pipeline with the given tracker settings."""
-    source: Frame = np.asarray(cv2.imread(str(SOURCE)), dtype=np.uint8)
+    source = read_frame(SOURCE)
     options = VideoOptions(preset=preset, workers=workers)
     started, cpu = time.perf_counter(), time.process_time()
     ctx = pipeline.prepare([source])
@@ -91,7 +84,7 @@ def main() -> None:
         }
     )
     pipeline = engine_runtime().pipeline(spec)
-    print(f"cpus={os.cpu_count()} {load()}")
+    print(f"cpus={os.cpu_count()} {load_average()}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             width, height = SIZES[size]
@@ -102,7 +95,7 @@ def main() -> None:
                 base, base_cpu = floor(src, dst, preset)
                 print(
                     f"{size}p {preset:9s} (a) decode+encode floor   {base:6.1f} fps"
-                    f"  cpu {base_cpu:5.1f} ms/frame  {load()}"
+                    f"  cpu {base_cpu:5.1f} ms/frame  {load_average()}"
                 )
                 results = {}
                 for name, tracker in TRACKERS.items():
@@ -110,7 +103,7 @@ def main() -> None:
                     results[name] = (fps, cpu)
                     print(
                         f"{size}p {preset:9s} (b) full, {name:13s} {fps:6.1f} fps"
-                        f"  cpu {cpu:5.1f} ms/frame  = {fps / base:.2f} x floor  {load()}"
+                        f"  cpu {cpu:5.1f} ms/frame  = {fps / base:.2f} x floor  {load_average()}"
                     )
                 (old_fps, old_cpu), (new_fps, new_cpu) = results.values()
                 print(
