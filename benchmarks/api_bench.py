@@ -133,25 +133,27 @@ def create_key(app: FastAPI) -> dict[str, str]:
 async def run_variant(
     name: str, overrides: dict[str, Any], requests: int, submits: int, target: bytes
 ) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="facegate-bench-"))
-    app = create_app(bench_settings(tmp, **overrides), services=[])
-    async with app.router.lifespan_context(app):
-        headers = create_key(app)
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            files = {"target": ("t.jpg", target, "image/jpeg")}
-            options = {"options": json.dumps({"processors": ["face_debugger"]})}
-            walls: list[float] = []
-            cpus: list[float] = []
-            for number in range(submits + 5):
-                wall, cpu = time.perf_counter(), time.process_time()
-                response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
-                if number >= 5:  # the first few warm up imports and caches
-                    walls.append((time.perf_counter() - wall) * 1000)
-                    cpus.append((time.process_time() - cpu) * 1000)
-                assert response.status_code == 202, response.text
-            url = f"/v1/jobs/{response.json()['id']}"
-            authed, bare = await compare_gets(client, url, headers, requests)
+    with tempfile.TemporaryDirectory(prefix="facegate-bench-") as tmp:
+        app = create_app(bench_settings(Path(tmp), **overrides), services=[])
+        async with app.router.lifespan_context(app):
+            headers = create_key(app)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+                files = {"target": ("t.jpg", target, "image/jpeg")}
+                options = {"options": json.dumps({"processors": ["face_debugger"]})}
+                walls: list[float] = []
+                cpus: list[float] = []
+                for number in range(submits + 5):
+                    wall, cpu = time.perf_counter(), time.process_time()
+                    response = await client.post(
+                        "/v1/jobs", headers=headers, files=files, data=options
+                    )
+                    if number >= 5:  # the first few warm up imports and caches
+                        walls.append((time.perf_counter() - wall) * 1000)
+                        cpus.append((time.process_time() - cpu) * 1000)
+                    assert response.status_code == 202, response.text
+                url = f"/v1/jobs/{response.json()['id']}"
+                authed, bare = await compare_gets(client, url, headers, requests)
     ratio = bare.wall / authed.wall
     cpu_ratio = bare.cpu / authed.cpu
     p50 = statistics.median(walls)

@@ -53,9 +53,8 @@ def redis_answers(url: str) -> bool:
         return False
 
 
-async def main(requests: int, rounds: int, redis_url: str) -> None:
+async def main(tmp: Path, requests: int, rounds: int, redis_url: str) -> None:
     logging.disable(logging.INFO)
-    tmp = Path(tempfile.mkdtemp(prefix="facegate-gateway-bench-"))
     variants: dict[str, dict[str, Any]] = {
         "off": {"rate_limit_enabled": False},
         "memory": {"rate_limit_enabled": True},
@@ -113,4 +112,5 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
-    asyncio.run(main(args.requests, args.rounds, args.redis))
+    with tempfile.TemporaryDirectory(prefix="facegate-gateway-bench-") as tmp:
+        asyncio.run(main(Path(tmp), args.requests, args.rounds, args.redis))

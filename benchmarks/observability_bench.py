@@ -36,9 +36,8 @@ async def rate(client: httpx.AsyncClient, headers: dict[str, str], n: int) -> fl
     return n / (time.perf_counter() - started)
 
 
-async def main(requests: int, rounds: int) -> None:
+async def main(tmp: Path, requests: int, rounds: int) -> None:
     logging.disable(logging.INFO)
-    tmp = Path(tempfile.mkdtemp(prefix="facegate-obs-bench-"))
     on = create_app(bench_settings(tmp, metrics_enabled=True, log_level="info"), services=[])
     off = create_app(bench_settings(tmp, metrics_enabled=False, log_level="warning"), services=[])
     sink = open("/dev/null", "w")  # lives for the whole run
@@ -84,4 +83,5 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    asyncio.run(main(args.requests, args.rounds))
+    with tempfile.TemporaryDirectory(prefix="facegate-obs-bench-") as tmp:
+        asyncio.run(main(Path(tmp), args.requests, args.rounds))
