@@ -10,7 +10,9 @@ the bystander their own addresses. Measured in one run:
 - ``slow valid key``: the same with a real key of another tenant and a body within its
   budget (held to the per-client share, then cut off by the minimum body rate);
 - ``200 MB, no key`` x 20: what each refused upload costs the server (its RSS before and
-  after, and how long the 401 takes while the client has sent 4 KB).
+  after, and how long the 401 takes while the client has sent 4 KB), from an address of
+  their own (by then the attacker's has spent its per-minute budget of requests without a
+  key, and would get a 429 before the 401's path runs).
 
     .venv/bin/python benchmarks/hostile_bench.py [--requests 300]
 """
@@ -34,7 +36,7 @@ from facegate.database import create_engine_from_url, create_session_factory, mi
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
-ATTACKER, BYSTANDER = "203.0.113.7", "198.51.100.2"
+ATTACKER, BYSTANDER, UPLOADER = "203.0.113.7", "198.51.100.2", "192.0.2.44"
 
 
 def free_port() -> int:
@@ -166,7 +168,7 @@ def refused_uploads(port: int, pid: int) -> None:
         sock.sendall(
             b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 209715200\r\n"
             b"Content-Type: multipart/form-data; boundary=x\r\n"
-            + f"X-Forwarded-For: {ATTACKER}\r\n\r\n".encode()
+            + f"X-Forwarded-For: {UPLOADER}\r\n\r\n".encode()
             + b"x" * 4096
         )
         answer = sock.recv(4096)
