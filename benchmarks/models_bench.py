@@ -138,6 +138,14 @@ print(json.dumps({
 """
 
 
+def number(result: dict[str, object], key: str) -> float:
+    """A figure of a child process's JSON line."""
+    value = result[key]
+    if not isinstance(value, int | float):
+        raise SystemExit(f"{key} is {value!r}, not a number")
+    return float(value)
+
+
 def run_child(code: str, *args: str) -> dict[str, object]:
     started = time.perf_counter()
     done = subprocess.run(
@@ -184,16 +192,16 @@ def compare_esrgan(size: int, rounds: int) -> None:
             for label, (mode, tile, policy) in configs.items():
                 args = ["frame", name, str(size), mode, str(tile), str(overlap)]
                 got = esrgan_child(args, policy)
-                if label not in best or float(got["s_per_mp"]) < float(best[label]["s_per_mp"]):  # type: ignore[arg-type]
+                if label not in best or number(got, "s_per_mp") < number(best[label], "s_per_mp"):
                     best[label] = got
         old, new = (best[label] for label in configs)
         for label, got in best.items():
             print(
-                f"  {name} {label}: {float(got['s_per_mp']):,.1f} s per input MP "  # type: ignore[arg-type]
+                f"  {name} {label}: {number(got, 's_per_mp'):,.1f} s per input MP "
                 f"({size}² input, {got['tiles']} tiles of {got['tile_pixels']} px, peak RSS "
                 f"{got['rss_peak_mb']} MB, load {got['load']})"
             )
-        ratio = float(old["s_per_mp"]) / float(new["s_per_mp"])  # type: ignore[arg-type]
+        ratio = number(old, "s_per_mp") / number(new, "s_per_mp")
         print(f"  {name}: new is {ratio:.1f}x faster than old")
     face = {
         policy: esrgan_child(
@@ -226,7 +234,7 @@ def main() -> None:
         f"{cold['warm_up_s']:.2f} s; loads {cold['loads']})"
     )
     rss = run_child(RSS, args.models_dir)
-    ratio = float(rss["rss_ten_mb"]) / float(rss["rss_one_mb"])  # type: ignore[arg-type]
+    ratio = number(rss, "rss_ten_mb") / number(rss, "rss_one_mb")
     print(
         f"RSS one tenant {rss['rss_one_mb']:.0f} MB, ten tenants {rss['rss_ten_mb']:.0f} MB: "
         f"{ratio:.3f}x (goal <= 1.1x), {rss['sessions']} pooled models"
