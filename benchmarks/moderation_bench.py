@@ -18,11 +18,12 @@ The machine is shared: the load average is printed; compare the ratios within on
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import av
 import cv2
@@ -41,6 +42,7 @@ SOURCE = FACES / "man_frontal_glasses.jpg"
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 
 ENGINE = engine_runtime()
+T = TypeVar("T")
 
 
 def all_frames(path: Path) -> list[Frame]:
@@ -80,9 +82,8 @@ def false_positives(moderator: Moderator, folder: Path, clips: int | None) -> No
     )
 
 
-def median_seconds(call: object, runs: int) -> tuple[float, float]:
+def median_seconds(call: Callable[[], object], runs: int) -> tuple[float, float]:
     """Median (wall seconds, CPU seconds of every thread of this process) of ``runs`` calls."""
-    assert callable(call)
     walls, cpus = [], []
     for _ in range(runs):
         start, cpu = time.perf_counter(), time.process_time()
@@ -126,9 +127,8 @@ def cost_per_image(runs: int) -> None:
     )
 
 
-def timed(call: object) -> tuple[object, float, float]:
+def timed(call: Callable[[], T]) -> tuple[T, float, float]:
     """(result, wall seconds, CPU seconds) of one call."""
-    assert callable(call)
     start, cpu = time.perf_counter(), time.process_time()
     result = call()
     return result, time.perf_counter() - start, time.process_time() - cpu
@@ -147,7 +147,6 @@ def cost_per_video_minute(folder: Path, seconds: float) -> None:
     sampled, sampling, sampling_cpu = timed(
         lambda: sample_video(clip, JOB_MODERATION.video_sample_fps)
     )
-    assert isinstance(sampled, list)
     _, classify, classify_cpu = timed(lambda: moderator.scores(sampled))
     scale = 60.0 / seconds
     wall, cpu = (sampling + classify) * scale, (sampling_cpu + classify_cpu) * scale
@@ -168,7 +167,6 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     print(like_a_facegate_process(), f"[{load_average()}]")
-    os.environ.setdefault("FACEGATE_MODELS_DIR", tempfile.mkdtemp(prefix="facegate-models-"))
     moderator = Moderator(ENGINE.hub)
     print(f"classifier: {moderator.model.version.name}:{moderator.model.version.tag}")
     clips = None if args.clips == "all" else int(args.clips)

@@ -25,7 +25,6 @@ The machine is shared: the load average is printed; compare ratios within one ru
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -337,7 +336,6 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(like_a_facegate_process(), f"[{load_average()}]")
-    os.environ.setdefault("FACEGATE_MODELS_DIR", tempfile.mkdtemp(prefix="facegate-models-"))
     with tempfile.TemporaryDirectory(prefix="facegate-provenance-") as scratch:
         folder = Path(scratch)
         parts = set(args.only.split(","))
