@@ -12,7 +12,9 @@ for person A's own photos the man with glasses), under three kinds of occluder m
   right quarter of the face.
 
 Per case the target is analysed as the service would (the mesh of the occluded face), swapped
-with ``mask_types`` ``["box"]`` and ``["box", "occlusion"]``, and scored: the fraction of the
+with ``mask_types`` ``["box"]`` and ``["box", "occlusion"]`` (the ``["box"]`` swap with
+``keep_outline``: occlusion always keeps the target's outline, so both swap the same
+geometry and their difference is the occlusion mask's), and scored: the fraction of the
 occluder's pixels inside the face that stay unchanged (within 3 levels per channel), and the
 fraction of the rest of the face that the occlusion mask keeps from the swap (its cost).
 On the clean photos: the share of the face the occlusion mask takes (false occluders).
@@ -106,9 +108,11 @@ def swap(
     frame: Frame,
     face: Face,
     mask_types: list[str],
+    keep_outline: bool = False,
 ) -> Frame:
+    options = FaceSwapperOptions(mask_types=tuple(mask_types), keep_outline=keep_outline)
     ctx = JobContext(
-        options={"face_swapper": FaceSwapperOptions(mask_types=tuple(mask_types))},
+        options={"face_swapper": options},
         source_frames=[source[0]],
         source_faces=[source[1]],
     )
@@ -157,7 +161,7 @@ def main() -> None:
             target = min(found, key=lambda f: float(np.linalg.norm(f.box - face.box)))
             where = occluder & oval(target, frame.shape)
             rest = ~occluder & oval(target, frame.shape)
-            before = swap(swapper, source, occluded, target, ["box"])
+            before = swap(swapper, source, occluded, target, ["box"], keep_outline=True)
             after = swap(swapper, source, occluded, target, ["box", "occlusion"])
             kept_before = unchanged(before, occluded, where)
             kept_after = unchanged(after, occluded, where)
