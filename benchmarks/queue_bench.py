@@ -13,12 +13,15 @@
 3. Fairness: a quiet tenant's queue wait (created -> claimed) on an idle system, then while a
    noisy tenant has 10,000 jobs queued — with the batched fair claim and with plain FIFO.
 
-Run: ``.venv/bin/python benchmarks/queue_bench.py`` (FACEGATE_BENCH_POSTGRES_URL, default
-postgresql://postgres@127.0.0.1:5432/test; a private schema is made and dropped).
+Run: ``.venv/bin/python benchmarks/queue_bench.py [--scale 1] [--rounds 3]``
+(FACEGATE_BENCH_POSTGRES_URL, default postgresql://postgres@127.0.0.1:5432/test; a private
+schema is made and dropped). ``--scale`` multiplies every job and sample count (``0.02``: a
+quick check that every part runs; its figures are start-up noise).
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import os
 import statistics
@@ -216,9 +219,7 @@ def queued(engine: Engine) -> int:
         )
 
 
-def throughput(
-    engine: Engine, url: str, kind: str, batch: int = 1, jobs: int = THROUGHPUT_JOBS
-) -> float:
+def throughput(engine: Engine, url: str, kind: str, batch: int, jobs: int) -> float:
     tenants = {f"t{i}": THROUGHPUT_CAP for i in range(THROUGHPUT_TENANTS)}
     reset(engine, tenants)
     for tenant in tenants:
@@ -296,23 +297,39 @@ def fairness(
     return statistics.median(waits) * 1000
 
 
+def scaled(count: int, scale: float, multiple: int = 1) -> int:
+    """``count`` times ``scale``, rounded to a multiple of ``multiple`` (at least one)."""
+    return max(multiple, round(count * scale / multiple) * multiple)
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="job and sample counts x this")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="alternating batched rounds")
+    args = parser.parse_args()
+    # The throughput runs split their jobs evenly over the tenants.
+    batch_jobs = scaled(BATCH_JOBS, args.scale, THROUGHPUT_TENANTS)
+    throughput_jobs = scaled(THROUGHPUT_JOBS, args.scale, THROUGHPUT_TENANTS)
+    noisy_jobs = scaled(NOISY_JOBS, args.scale)
+    samples = scaled(QUIET_SAMPLES, args.scale)
     schema, url = make_schema()
     engine = create_engine_from_url(url)
     try:
         rounds: dict[str, list[float]] = {"fair": [], "pgq": [], "pgq10": []}
-        for _ in range(ROUNDS):
-            rounds["fair"].append(throughput(engine, url, "fair", BATCH, BATCH_JOBS))
-            rounds["pgq"].append(pgqueuer_rate(BASE_URL, BATCH_JOBS, WORKERS, BATCH))
-            rounds["pgq10"].append(pgqueuer_rate(BASE_URL, BATCH_JOBS, WORKERS, 10))
+        for _ in range(args.rounds):
+            rounds["fair"].append(throughput(engine, url, "fair", BATCH, batch_jobs))
+            rounds["pgq"].append(pgqueuer_rate(BASE_URL, batch_jobs, WORKERS, BATCH))
+            rounds["pgq10"].append(pgqueuer_rate(BASE_URL, batch_jobs, WORKERS, 10))
         fair, pgq, pgq_default = (statistics.median(r) for r in rounds.values())
-        single = throughput(engine, url, "fair", 1)
-        fifo = throughput(engine, url, "fifo")
-        procrastinate = procrastinate_rate(BASE_URL, PROCRASTINATE_JOBS, WORKERS)
+        single = throughput(engine, url, "fair", 1, throughput_jobs)
+        fifo = throughput(engine, url, "fifo", 1, throughput_jobs)
+        procrastinate = procrastinate_rate(
+            BASE_URL, scaled(PROCRASTINATE_JOBS, args.scale), WORKERS
+        )
         caps = f"{THROUGHPUT_TENANTS} tenants x cap {THROUGHPUT_CAP}"
         print(f"claims/s, {WORKERS} worker processes, no-op jobs, PostgreSQL")
         for name, values in rounds.items():
-            print(f"  ({name}: {', '.join(f'{v:.0f}' for v in values)} in {ROUNDS} rounds)")
+            print(f"  ({name}: {', '.join(f'{v:.0f}' for v in values)} in {args.rounds} rounds)")
         print(f"  facegate fair claim, batch {BATCH} ({caps}): {fair:8.0f} /s")
         print(f"  facegate fair claim, one at a time      : {single:8.0f} /s")
         print(f"  plain FIFO, caps off, one at a time     : {fifo:8.0f} /s")
@@ -323,12 +340,12 @@ def main() -> int:
         print(f"  facegate batch / pgqueuer 10   = {fair / pgq_default:.2f}")
         print(f"  facegate batch / procrastinate = {fair / procrastinate:.2f}")
         print(f"  facegate batch / one at a time = {fair / single:.2f}")
-        idle = fairness(engine, url, "fair", 0, QUIET_SAMPLES, BATCH)
-        busy = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES, BATCH)
-        idle_one = fairness(engine, url, "fair", 0, QUIET_SAMPLES, 1)
-        busy_one = fairness(engine, url, "fair", NOISY_JOBS, QUIET_SAMPLES, 1)
-        fifo_busy = fairness(engine, url, "fifo", NOISY_JOBS, 1)
-        print(f"quiet tenant's queue wait (median), noisy tenant with {NOISY_JOBS} queued")
+        idle = fairness(engine, url, "fair", 0, samples, BATCH)
+        busy = fairness(engine, url, "fair", noisy_jobs, samples, BATCH)
+        idle_one = fairness(engine, url, "fair", 0, samples, 1)
+        busy_one = fairness(engine, url, "fair", noisy_jobs, samples, 1)
+        fifo_busy = fairness(engine, url, "fifo", noisy_jobs, 1)
+        print(f"quiet tenant's queue wait (median), noisy tenant with {noisy_jobs} queued")
         print(f"  idle system, fair claim, batch {BATCH}: {idle:8.1f} ms")
         ratio = f"{busy / idle:.2f}x idle; target <= 1.2x"
         print(f"  noisy, fair claim, batch {BATCH}      : {busy:8.1f} ms   ({ratio})")
