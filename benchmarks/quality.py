@@ -283,7 +283,9 @@ def refused_pair(source: str, target: str, descriptors: dict[str, FloatArray]) -
 
 def refused_tile(target: Frame) -> Frame:
     """The target as the user gets it back (unchanged), greyed and marked "refused"."""
-    shown = cv2.addWeighted(target, 0.35, np.full_like(target, 255), 0.65, 0.0)
+    shown = np.asarray(
+        cv2.addWeighted(target, 0.35, np.full_like(target, 255), 0.65, 0.0), np.uint8
+    )
     cv2.putText(shown, "refused", (8, TILE // 2), cv2.FONT_HERSHEY_SIMPLEX, 0.8, (0, 0, 200), 2)
     return shown
 
