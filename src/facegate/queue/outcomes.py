@@ -16,8 +16,8 @@ The worker pool calls these and the ``JobQueue`` port; it issues no SQL of its o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,17 +53,29 @@ class StartedJob:
 
 
 @dataclass(frozen=True)
+class ModerationRecord:
+    """What content moderation decided in one job, for its audit: the items checked and
+    allowed, the one refused (the job failed), and for each source image the decision it
+    used (``{"decision": id, "made_for": "job:<id>"}``: a batch's items share the decision
+    made for the first of them on the same bytes)."""
+
+    allowed: tuple[str, ...] = ()
+    refused: str | None = None
+    decisions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StoredResult:
     """What a successful run leaves: the result (bytes, or a file for a video), the C2PA
-    sidecar where the format cannot embed one, the job's result fields, the moderation
-    checks that passed."""
+    sidecar where the format cannot embed one, the job's result fields, what moderation
+    allowed."""
 
     name: str
     data: bytes | Path
     content_type: str
     sidecar: bytes | None
     fields: dict[str, Any]
-    moderated: Sequence[str]
+    moderation: ModerationRecord
 
 
 class JobOutcomes:
@@ -133,7 +145,7 @@ class JobOutcomes:
             if not done:
                 raise _LeaseLost
             record_job_usage(session, job, "succeeded", consumption)
-            audit_moderation(session, job, result.moderated)
+            audit_moderation(session, job, result.moderation)
 
     def _put(
         self,
@@ -162,17 +174,18 @@ class JobOutcomes:
         status: str,
         consumption: Consumption,
         *,
-        refused: str | None = None,
+        moderation: ModerationRecord | None = None,
         **values: object,
     ) -> bool:
         """Finish a job without a result, metered in the same transaction (status says how
-        it ended); False when the lease was lost."""
+        it ended; ``moderation`` when content moderation refused an input or the output);
+        False when the lease was lost."""
         with session_scope(self.sessions) as session:
             done = leases.finish(session, claim.job_id, claim.lease_owner, status, **values)
             if done and job is not None:
                 record_job_usage(session, job, status, consumption)
-                if refused is not None:  # content moderation refused an input or the output
-                    audit_moderation(session, job, (), refused)
+                if moderation is not None:
+                    audit_moderation(session, job, moderation)
         return done
 
     def jobs(self, reaped: Sequence[Reaped]) -> list[Job]:
@@ -209,19 +222,19 @@ def meter_reaped(device: str) -> OnReaped:
     return meter
 
 
-def audit_moderation(
-    session: Session, job: Job, allowed: Sequence[str], refused: str | None = None
-) -> None:
-    """Audit a job's moderation decision (in the transaction that ends the job): what was
-    ``refused`` (the job failed), or what was checked and ``allowed`` (nothing when the
-    tenant's moderation is off)."""
-    if refused is not None:
-        details: dict[str, object] = {"refused": refused, "allowed": list(allowed)}
-        action = MODERATION_REFUSED
-    elif allowed:
-        details, action = {"allowed": list(allowed)}, MODERATION_ALLOWED
+def audit_moderation(session: Session, job: Job, record: ModerationRecord) -> None:
+    """Audit a job's moderation (in the transaction that ends the job): what was refused
+    (the job failed), else what was checked and allowed (nothing when the tenant's
+    moderation is off), and the decision each source image used."""
+    details: dict[str, object] = {"allowed": list(record.allowed)}
+    if record.refused is not None:
+        details["refused"], action = record.refused, MODERATION_REFUSED
+    elif record.allowed:
+        action = MODERATION_ALLOWED
     else:
         return
+    if record.decisions:
+        details["decisions"] = {what: dict(used) for what, used in record.decisions.items()}
     record_audit(
         session,
         MODERATION_ACTOR,

@@ -9,20 +9,29 @@ from :attr:`JobModeration.checked` or the refusal, in the transaction that ends 
 
 The classifier is always the installation's shared ``open_nsfw`` (built-in, or a newer tag an
 operator installed): a tenant's private model of that name never replaces it.
+
+Source images are decided once per worker process (:class:`ModerationDecisions`): a batch's
+items — one source × many targets — reuse the decision made for the first of them on the
+same bytes, under the same classifier and threshold, and each job's audit names the
+decision it used (its id and the job it was made for).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from facegate.engine.errors import ContentPolicyViolation
 from facegate.engine.modelstore.hub import ModelHub
-from facegate.engine.moderation import ModerationPolicy, Moderator, sample_video
+from facegate.engine.moderation import ModerationPolicy, ModerationResult, Moderator, sample_video
+from facegate.engine.oncecache import OnceCache
 from facegate.engine.types import Frame
 from facegate.observability import metrics
+from facegate.queue.outcomes import ModerationRecord
 
 log = structlog.get_logger("facegate.moderation")
 
@@ -36,6 +45,48 @@ JOB_MODERATION = ModerationPolicy(
 )
 
 
+@dataclass(frozen=True)
+class Decision:
+    """A decision on one source image's bytes: its id (in the audit of every job that used
+    it), the job it was made for, and the classifier's result."""
+
+    id: str
+    made_for: str
+    result: ModerationResult
+
+
+class ModerationDecisions(OnceCache[Decision]):
+    """The decisions on source images of one worker process, by tenant, sha256 of the
+    bytes, classifier version and threshold (bounded; one check per key at a time)."""
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        super().__init__(max_entries)
+
+
+class Refused(ContentPolicyViolation):
+    """A refusal with the job's moderation record (what passed before it, the decisions
+    its source images used), for its audit."""
+
+    def __init__(self, violation: ContentPolicyViolation, record: ModerationRecord) -> None:
+        super().__init__(
+            violation.detail,
+            what=violation.what,
+            score=violation.score,
+            threshold=violation.threshold,
+        )
+        self.record = record
+
+
+def refusal_record(error: Exception) -> ModerationRecord | None:
+    """The moderation record of a job that failed with ``error``: its own for a refusal
+    by :class:`JobModeration`, the item alone for another runner's, None otherwise."""
+    if isinstance(error, Refused):
+        return error.record
+    if isinstance(error, ContentPolicyViolation):
+        return ModerationRecord(refused=error.what)
+    return None
+
+
 class JobModeration:
     """The moderation of one job run: ``checked`` lists what passed, in order."""
 
@@ -45,18 +96,56 @@ class JobModeration:
         enabled: bool,
         hub: ModelHub,
         policy: ModerationPolicy = JOB_MODERATION,
+        *,
+        job: str = "",
+        decisions: ModerationDecisions | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.enabled = enabled
         self.policy = policy
         self.checked: list[str] = []
         self.hub = hub
+        self.job = job  # "job:<id>", named by the decisions made here
+        self.decisions = decisions
+        self.used: dict[str, dict[str, str]] = {}  # source image -> the decision it used
         self._moderator: Moderator | None = None
         if not enabled:
             metrics.moderation_decision(tenant_id, "disabled")
 
+    @property
+    def record(self) -> ModerationRecord:
+        """What passed, and the decision each source image used (the job's audit)."""
+        return ModerationRecord(allowed=tuple(self.checked), decisions=dict(self.used))
+
+    def check_sources(self, sources: Sequence[tuple[str, Frame, Hashable]]) -> None:
+        """Check source images (``(what, frame, key)``, the key naming the tenant and the
+        bytes): each key is decided once in ``decisions`` (every time without them)."""
+        if not (self.enabled and self.policy.check_inputs):
+            return
+        for what, frame, key in sources:
+            if self.decisions is None:
+                self._check(what, [frame])
+                continue
+            decision = self._decision(self.decisions, what, frame, key)
+            self.used[what] = {"decision": decision.id, "made_for": decision.made_for}
+            self._apply(what, decision.result, frames=1, decision=decision.id)
+
+    def _decision(
+        self, decisions: ModerationDecisions, what: str, frame: Frame, key: Hashable
+    ) -> Decision:
+        """The decision on the image ``key`` names under this classifier version and
+        policy: made here on first use, else the one kept."""
+        moderator = self._classifier()
+        version = moderator.model.version
+        return decisions.get(
+            (key, version.name, version.tag, version.file().sha256, self.policy),
+            lambda: Decision(
+                uuid.uuid4().hex, self.job, moderator.assess(what, [frame], self.policy)
+            ),
+        )
+
     def check_inputs(self, images: Sequence[tuple[str, Frame]]) -> None:
-        """Check input images (``(what, frame)``), e.g. ``("source 1", frame)``."""
+        """Check input images (``(what, frame)``), e.g. ``("target image", frame)``."""
         if self.enabled and self.policy.check_inputs:
             for what, frame in images:
                 self._check(what, [frame])
@@ -75,23 +164,35 @@ class JobModeration:
         if self.enabled and self.policy.check_outputs:
             self._check("output", sample_video(path, self.policy.video_sample_fps))
 
-    def _check(self, what: str, frames: Sequence[Frame]) -> None:
+    def _classifier(self) -> Moderator:
         if self._moderator is None:
             # Resolved without a tenant: the shared classifier, never a tenant's own.
             self._moderator = Moderator(self.hub)
-        try:
-            self._moderator.check(what, frames, self.policy)
-        except ContentPolicyViolation as exc:
+        return self._moderator
+
+    def _check(self, what: str, frames: Sequence[Frame]) -> None:
+        result = self._classifier().assess(what, frames, self.policy)
+        self._apply(what, result, frames=len(frames))
+
+    def _apply(
+        self, what: str, result: ModerationResult, *, frames: int, decision: str | None = None
+    ) -> None:
+        """Count the decision on ``what``; raise :class:`Refused` when it is blocked."""
+        if result.blocked:
             metrics.moderation_decision(self.tenant_id, "refused")
             # The score goes to the operators' log only (see ContentPolicyViolation).
             log.warning(
                 "moderation.refused",
                 tenant_id=self.tenant_id,
                 checked=what,
-                score=round(exc.score, 4),
-                threshold=exc.threshold,
-                frames=len(frames),
+                score=round(result.max_score, 4),
+                threshold=result.threshold,
+                frames=frames,
+                decision=decision,
             )
-            raise
+            record = ModerationRecord(
+                allowed=tuple(self.checked), refused=what, decisions=dict(self.used)
+            )
+            raise Refused(result.violation(what), record)
         metrics.moderation_decision(self.tenant_id, "allowed")
         self.checked.append(what)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -15,6 +16,7 @@ from facegate.engine.label import draw_label
 from facegate.engine.types import Frame
 from facegate.jobs.tables import Job
 from facegate.mediatypes import MEDIA_TYPES
+from facegate.queue.outcomes import ModerationRecord
 from facegate.storage.base import data_size
 from facegate.tenancy.schemas import DisclosureLabel
 from facegate.tenancy.tables import Policy
@@ -61,9 +63,10 @@ class JobOutput:
     # Model name -> tag the run used (the tenant's pins / A/B variant), stored on the job.
     models_used: dict[str, str] = field(default_factory=dict)
     scratch: Path | None = None
-    # What content moderation checked and allowed (inputs, then the output); empty when
-    # the tenant's moderation is off. The worker audits it with the result.
-    moderated: tuple[str, ...] = ()
+    # What content moderation checked and allowed (inputs, then the output) and the decision
+    # each source image used; empty when the tenant's moderation is off. The worker audits
+    # it with the result.
+    moderation: ModerationRecord = field(default_factory=ModerationRecord)
     # The C2PA manifest store of a format that cannot embed one (WebM), stored beside it.
     sidecar: bytes | None = None
 
@@ -115,6 +118,12 @@ def source_key(tenant_id: str, data: bytes) -> tuple[str, str]:
     return tenant_id, hashlib.sha256(data).hexdigest()
 
 
-def source_items(sources: list[LoadedImage]) -> list[tuple[str, Frame]]:
-    """The job's source images as moderation names them (``source image 1``, ...)."""
-    return [(f"source image {i}", s.frame) for i, s in enumerate(sources, start=1)]
+def source_items(
+    sources: list[LoadedImage], keys: list[tuple[str, str]]
+) -> list[tuple[str, Frame, Hashable]]:
+    """The job's source images as moderation names them (``source image 1``, ...), with
+    their :func:`source_key`."""
+    return [
+        (f"source image {i}", s.frame, key)
+        for i, (s, key) in enumerate(zip(sources, keys, strict=True), start=1)
+    ]

@@ -28,19 +28,20 @@ import structlog
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
-from facegate.engine.errors import Cancelled, ContentPolicyViolation, EngineError
+from facegate.engine.errors import Cancelled, EngineError
 from facegate.errors import ServiceError
 from facegate.jobs.tables import Job
 from facegate.observability.metrics import worker_heartbeat
 from facegate.provenance.marker import JobMark, ResultMarker
 from facegate.queue.claim import Claim
-from facegate.queue.outcomes import JobOutcomes, StoredResult, meter_reaped
+from facegate.queue.outcomes import JobOutcomes, ModerationRecord, StoredResult, meter_reaped
 from facegate.queue.port import JobQueue
 from facegate.queue.sql import SqlQueue
 from facegate.storage.base import StorageError, StorageQuotaExceeded
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption
+from facegate.worker.moderation import refusal_record
 from facegate.worker.observe import observe_finished
 from facegate.worker.output import JobOutput, JobRunner, ProgressFn
 from facegate.worker.scratch import ScratchSpace, reclaim
@@ -317,7 +318,7 @@ class WorkerPool:
                 "failed",
                 job=job,
                 began=began,
-                refused=exc.what if isinstance(exc, ContentPolicyViolation) else None,
+                moderation=refusal_record(exc),
                 error_type=exc.code,
                 error_detail=exc.detail,
             )
@@ -398,7 +399,7 @@ class WorkerPool:
                 "compute_seconds": output.compute_seconds,
                 "models_used": dict(output.models_used) or None,
             },
-            moderated=output.moderated,
+            moderation=output.moderation,
         )
         try:
             done = self.outcomes.succeed(flight.claim, job, policy, result, consumption)
@@ -457,7 +458,7 @@ class WorkerPool:
         *,
         job: Job | None = None,
         began: float | None = None,
-        refused: str | None = None,
+        moderation: ModerationRecord | None = None,
         **values: object,
     ) -> None:
         # A job that ran without a result still used compute: it is metered (status says
@@ -466,7 +467,9 @@ class WorkerPool:
             compute_seconds=time.perf_counter() - began if began is not None else 0.0,
             device=self.device,
         )
-        done = self.outcomes.end(flight.claim, job, status, consumption, refused=refused, **values)
+        done = self.outcomes.end(
+            flight.claim, job, status, consumption, moderation=moderation, **values
+        )
         if done:
             if job is not None:
                 observe_finished(job, status, consumption)

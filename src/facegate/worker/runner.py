@@ -19,7 +19,7 @@ from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
-from facegate.worker.moderation import JobModeration
+from facegate.worker.moderation import JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.scratch import ScratchSpace
 from facegate.worker.video_runner import run_video_job
@@ -54,6 +54,9 @@ class EngineRunner:
         # tenant learns from the timing whether another one used the same image.
         self.engine = engine
         self.scratch = scratch or ScratchSpace()  # unopened: the temporary directory itself
+        # Moderation decisions on source images, shared likewise: a batch's items check
+        # their source once (keyed by tenant too).
+        self.moderation_decisions = ModerationDecisions()
 
     def run(
         self,
@@ -73,6 +76,7 @@ class EngineRunner:
                 on_progress,
                 mark,
                 self.scratch,
+                self.moderation_decisions,
             )
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
@@ -96,8 +100,15 @@ class EngineRunner:
         if target is None:
             raise RuntimeError(f"job {job.id} has no target input")
         check_output_resolution(spec, policy, target.width, target.height)
-        moderation = JobModeration(job.tenant_id, policy.moderation, self.engine.hub)
-        moderation.check_inputs([*source_items(sources), ("target image", target.frame)])
+        moderation = JobModeration(
+            job.tenant_id,
+            policy.moderation,
+            self.engine.hub,
+            job=f"job:{job.id}",
+            decisions=self.moderation_decisions,
+        )
+        moderation.check_sources(source_items(sources, source_keys))
+        moderation.check_inputs([("target image", target.frame)])
         pipeline = self.engine.pipeline(spec)
         models_used: dict[str, str] = {}
         frame = pipeline.run_image(
@@ -130,5 +141,5 @@ class EngineRunner:
             input_pixels=input_pixels,
             input_bytes=input_bytes,
             models_used=models_used,
-            moderated=tuple(moderation.checked),
+            moderation=moderation.record,
         )

@@ -27,7 +27,7 @@ from facegate.jobs.video import output_format, probe_with_policy, video_limits, 
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
-from facegate.worker.moderation import JobModeration
+from facegate.worker.moderation import JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.scratch import ScratchSpace
 
@@ -93,6 +93,7 @@ def run_video_job(
     on_progress: ProgressFn,
     mark: JobMark,
     scratch: ScratchSpace,
+    decisions: ModerationDecisions | None = None,
 ) -> JobOutput:
     """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput; the
     sources analysed through the runtime's source cache); its files live in the worker's
@@ -116,8 +117,10 @@ def run_video_job(
                 input_bytes += len(data)
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
-        moderation = JobModeration(job.tenant_id, policy.moderation, engine.hub)
-        moderation.check_inputs(source_items(sources))
+        moderation = JobModeration(
+            job.tenant_id, policy.moderation, engine.hub, job=f"job:{job.id}", decisions=decisions
+        )
+        moderation.check_sources(source_items(sources, source_keys))
         moderation.check_input_video("target video", target)
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
@@ -150,5 +153,5 @@ def run_video_job(
         compute_seconds=time.perf_counter() - started,
         input_pixels=source_pixels + info.width * info.height * info.frames,
         input_bytes=input_bytes,
-        moderated=tuple(moderation.checked),
+        moderation=moderation.record,
     )
