@@ -13,7 +13,7 @@ from tests.testdata import FACES
 
 from facegate.engine import mesh
 from facegate.engine.descriptor import face_frame
-from facegate.engine.faces import AnalyserOptions, FaceAnalyser, face_distance
+from facegate.engine.faces import AnalyserOptions, FaceAnalyser, face_distance, tile_grid
 from facegate.engine.types import Face, Frame
 
 EXPECTED = {
@@ -75,6 +75,27 @@ def analysed(analyser: FaceAnalyser, photos: dict[str, Frame]) -> dict[str, list
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_face_found_and_no_false_positive(analysed: dict[str, list[Face]], name: str) -> None:
     assert len(analysed[name]) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", [n for n, count in EXPECTED.items() if count > 1])
+def test_every_face_found_on_a_1080p_video_frame(analyser: FaceAnalyser, name: str) -> None:
+    # The group photos letterboxed into a 1920×1080 frame, as a video's frame shows them: the
+    # tiles are wide there (2×2 tiles are 1097×617 px; the detector sees a 192 px square).
+    image = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
+    height, width = image.shape[:2]
+    scale = min(1920 / width, 1080 / height)
+    size = (round(width * scale), round(height * scale))
+    frame = np.zeros((1080, 1920, 3), np.uint8)
+    x, y = (1920 - size[0]) // 2, (1080 - size[1]) // 2
+    frame[y : y + size[1], x : x + size[0]] = cv2.resize(image, size, interpolation=cv2.INTER_CUBIC)
+    assert len(analyser.analyse(frame)) == EXPECTED[name]
+
+
+def test_the_tile_grid_keeps_tiles_about_square() -> None:
+    assert tile_grid(1920, 1080, None, 0.25) == (3, 2)  # 768×617 px tiles
+    assert tile_grid(1080, 1920, None, 0.25) == (2, 3)
+    assert tile_grid(1000, 1000, None, 0.25) == (2, 2)
+    assert tile_grid(1920, 1080, (2, 2), 0.25) == (2, 2)  # as configured
 
 
 def test_profile_occluded_camera_man_is_the_documented_hard_case(

@@ -8,7 +8,8 @@ lands somewhere else than the box, is dropped: that second opinion is what remov
 detector's false positives (a cat's face). When the detector finds nothing, ``FaceMesh`` runs
 on the whole frame: it catches the tight, already-cropped faces the detector misses.
 
-Tiles cost four more detector runs (~5 ms each): with ``tile_policy="auto"`` (default) they
+Tiles cost more detector runs (~5 ms each; 2 rows, and as many columns as keep them about
+square: 6 tiles on a landscape photo or a 16:9 frame): with ``tile_policy="auto"`` (default) they
 are skipped when every face the whole-frame pass found is large (a close-up, one speaker).
 The tiles' detector runs, and the meshes of the faces found, are independent: they run side
 by side on ``AnalyserOptions.threads`` threads (mediapipe releases the GIL while a graph
@@ -19,10 +20,10 @@ Measured on the 19 photos of shared/data/faces, each upscaled to 1080 px long si
 (tests/engine/test_faces.py): every face of the frontal and group photos found (2, 3, 4, 6, 7,
 8 and 1 per single-face photo), none on the cat or the landscape. The grayscale profile photo
 (a man half hidden by a camera) is the documented hard case: at 1080 px it *is* found, with a
-yaw of ~50 degrees. Known miss: the near-profile man of the 6-face photo when that photo is
-upscaled further (1560x1080 on a 1920x1080 canvas) — the detector scores him under 0.2 at
-every tile scale tried. Mesh crops of 256 px match 384 px ones within 0.1-0.5 % of the
-inter-ocular distance; landmarks on a shifted/scaled copy agree within ~0.5-1.3 %.
+yaw of ~50 degrees; so is every face of the 6-face photo on a 1920x1080 canvas (its turned
+man was missed with 2×2 tiles, which are 1097×617 px there). Mesh crops of 256 px match
+384 px ones within 0.1-0.5 % of the inter-ocular distance; landmarks on a shifted/scaled copy
+agree within ~0.5-1.3 %.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ class AnalyserOptions:
 
     min_score: float = 0.5
     min_size: float = 0.0  # px, the shorter side of the box
-    tiles: tuple[int, int] = (2, 2)  # columns, rows of overlapping tiles; (1, 1) = whole frame
+    # Columns, rows of overlapping tiles; (1, 1) = the whole frame only. None: TILE_ROWS across
+    # the shorter side and as many along the longer as keep every tile at most
+    # TILE_ASPECT times as long as it is wide (``tile_grid``).
+    tiles: tuple[int, int] | None = None
     tile_overlap: float = 0.25  # fraction of a tile shared with its neighbour
     tile_max_side: int = 640  # tiles are shrunk to this before detection (the model sees 192)
     # "auto" skips the tiles when the whole-frame pass already found faces and all of them are
@@ -209,10 +213,31 @@ class FaceAnalyser:
         return faces
 
 
+#: The tile grid's default (``AnalyserOptions.tiles`` None): the detector sees each tile as a
+#: 192 px square, letterboxed, so a wide tile wastes the model's height. With 2×2 tiles a
+#: 1920×1080 frame gives 1097×617 px tiles; the 6-face photo on that canvas lost its most
+#: turned face (87 px wide at 1080p), which 3×2 tiles (768×617) find.
+TILE_ROWS = 2
+TILE_ASPECT = 1.25
+
+
+def tile_grid(
+    width: int, height: int, tiles: tuple[int, int] | None, overlap: float
+) -> tuple[int, int]:
+    """(columns, rows) of the tiles of a ``width × height`` frame (see ``AnalyserOptions``)."""
+    if tiles is not None:
+        return tiles
+    short, long = sorted((width, height))
+    side = short / (TILE_ROWS - (TILE_ROWS - 1) * overlap)  # a tile's size across
+    # n tiles along the long side are long / (n - (n - 1) * overlap) long.
+    along = max(TILE_ROWS, int(np.ceil((long / (TILE_ASPECT * side) - overlap) / (1 - overlap))))
+    return (along, TILE_ROWS) if width >= height else (TILE_ROWS, along)
+
+
 def _tile_windows(
-    width: int, height: int, tiles: tuple[int, int], overlap: float
+    width: int, height: int, tiles: tuple[int, int] | None, overlap: float
 ) -> list[tuple[int, int, int, int]]:
-    columns, rows = tiles
+    columns, rows = tile_grid(width, height, tiles, overlap)
     if columns <= 1 and rows <= 1:
         return []
     windows = []
