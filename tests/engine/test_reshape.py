@@ -170,7 +170,7 @@ def test_source_eyes_fill_the_mesh_holes_where_openings_agree(
     image = np.zeros((*shape, 3), np.float32)
     coverage = np.zeros(shape, bool)
     bright = np.full((700, 700, 3), 50.0, np.float32)
-    fill_eyes(image, coverage, bright, source, target, [True, False])
+    fill_eyes([image], coverage, [bright], source, target, [True, False])
     assert coverage[eye].mean() > 0.9
     assert image[eye].mean() > 45.0
     assert not coverage[polygon_mask(target, mesh.LEFT_EYE, shape) > 0.5].any()

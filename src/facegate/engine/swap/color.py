@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from facegate.engine.swap.filters import gaussian_blur, normalised_blur
+from facegate.engine.swap.filters import gaussian_blur, normalised_blurs
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.types import Frame
 
@@ -74,20 +74,36 @@ def low_passes(
     if face is None:
         return [np.asarray(gaussian_blur(lab, sigma), dtype=np.float32) for sigma in sigmas]
     weight = np.asarray(face * np.float32(1.0 - OUTSIDE_WEIGHT) + OUTSIDE_WEIGHT, np.float32)
-    return [normalised_blur(lab, weight, sigma) for sigma in sigmas]
+    return normalised_blurs(lab, weight, sigmas)
 
 
-def detail_layer(
-    image: Frame, sigma: float, face: FloatArray | None = None, core_sigma: float = 0.0
-) -> FloatArray:
+@dataclass(frozen=True)
+class Detail:
+    """A source's detail in L*a*b* (:func:`detail_layers`): its high band (``fine``) and,
+    with a core band, its mid band (``mid``), whose chroma is already scaled to the share
+    the swap takes (``MID_CHROMA``; none of a grayscale source's)."""
+
+    fine: FloatArray
+    mid: FloatArray | None = None
+
+
+def detail_layers(
+    image: Frame,
+    sigma: float,
+    face: FloatArray | None = None,
+    core_sigma: float = 0.0,
+    grayscale: bool = False,
+) -> Detail:
     """High-pass of ``image`` in L*a*b* (image minus its :func:`low_pass` at ``sigma``); with
-    ``core_sigma`` > ``sigma``, six channels: that high-pass, then the band between the two
-    low-passes (the mid frequencies: the shape of eyes, brows, nose and mouth)."""
+    ``core_sigma`` > ``sigma``, also the band between the two low-passes (the mid
+    frequencies: the shape of eyes, brows, nose and mouth)."""
     lab = to_lab(image)
     if core_sigma <= sigma:
-        return np.asarray(lab - low_pass(lab, sigma, face), dtype=np.float32)
+        return Detail(np.asarray(lab - low_pass(lab, sigma, face), dtype=np.float32))
     fine, broad = low_passes(lab, (sigma, core_sigma), face)
-    return np.concatenate([lab - fine, fine - broad], axis=2)
+    chroma = 0.0 if grayscale else MID_CHROMA
+    mid = cv2.multiply(cv2.subtract(fine, broad), _scalar(1.0, chroma, chroma))
+    return Detail(np.asarray(cv2.subtract(lab, fine), np.float32), np.asarray(mid, np.float32))
 
 
 def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
@@ -105,11 +121,13 @@ def _lightness_std(lab: FloatArray, mask: npt.NDArray[np.uint8], count: int) -> 
 
 @dataclass(frozen=True)
 class Shading:
-    """The target region in L*a*b*, its low-pass (its shading and skin colour) and, with a
-    core band, its mid band (``detail_layer``'s second half, of the target) and where the
-    source's mid band replaces it (``core``: 1 well inside the face, 0 at the mask edge)."""
+    """The target region's shading and skin colour (its low-pass, ``base``) and its own high
+    band (``high``: L*a*b* minus the low-pass at the fine sigma, which sets the detail gain);
+    with a core band, its mid band (the band between the two low-passes, as the source's
+    ``Detail.mid``) and where the source's mid band replaces it (``core``: 1 well inside the
+    face, 0 at the mask edge)."""
 
-    lab: FloatArray
+    high: FloatArray
     base: FloatArray
     mid: FloatArray | None = None
     core: FloatArray | None = None
@@ -124,9 +142,15 @@ def target_shading(
 ) -> Shading:
     lab = to_lab(target)
     if core_sigma <= sigma or core is None:
-        return Shading(lab=lab, base=low_pass(lab, sigma, face))
+        base = low_pass(lab, sigma, face)
+        return Shading(high=np.asarray(cv2.subtract(lab, base), np.float32), base=base)
     fine, base = low_passes(lab, (sigma, core_sigma), face)
-    return Shading(lab=lab, base=base, mid=np.asarray(fine - base, np.float32), core=core)
+    return Shading(
+        high=np.asarray(cv2.subtract(lab, fine), np.float32),
+        base=base,
+        mid=np.asarray(cv2.subtract(fine, base), np.float32),
+        core=core,
+    )
 
 
 def match_lighting(
@@ -135,31 +159,25 @@ def match_lighting(
     skin: FloatArray,
     grayscale_source: bool,
     gain_bounds: tuple[float, float] = DETAIL_GAIN,
+    mid: FloatArray | None = None,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
     ``shading`` is the target's (:func:`target_shading`, with the low-pass sigmas of the
     detail layer); ``skin`` marks the pixels whose statistics set the detail gain (face
     without eyes and mouth). A grayscale source contributes no chroma detail. With a mid
-    band (six-channel ``detail`` and a ``shading`` with ``core``), the source's mid band is
-    taken in the core of the face and the target's towards the mask edge.
+    band (the warped source's ``mid``, ``Detail.mid``, and a ``shading`` with ``core``), the
+    source's mid band is taken in the core of the face and the target's towards the mask edge.
     """
     base = shading.base
-    # The target's own high band (its detail at the fine sigma) sets the gain below.
-    target_fine = base if shading.mid is None else cv2.add(base, shading.mid)
-    if detail.shape[2] == 6:
-        source_mid = np.ascontiguousarray(detail[..., 3:])
-        detail = np.ascontiguousarray(detail[..., :3])
-        if shading.mid is not None and shading.core is not None:
-            chroma_mid = 0.0 if grayscale_source else MID_CHROMA
-            source_mid *= np.array([1.0, chroma_mid, chroma_mid], np.float32)
-            source_mid -= shading.mid
-            source_mid *= shading.core[..., None]
-            base = base + shading.mid + source_mid
+    if mid is not None and shading.mid is not None and shading.core is not None:
+        # core × source mid + (1 − core) × target mid, in one OpenCV pass.
+        rim = cv2.subtract(1.0, shading.core)
+        base = cv2.add(base, cv2.blendLinear(mid, shading.mid, shading.core, rim))
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)
-    t_std = _lightness_std(np.asarray(shading.lab - target_fine, np.float32), inside, count)
+    t_std = _lightness_std(shading.high, inside, count)
     gain = float(np.clip(t_std / s_std, *gain_bounds)) if s_std > 1e-3 else 1.0
     # OpenCV's per-channel scalars over whole pixels, rather than numpy on strided channel
     # views (or broadcast bounds): ~10x faster on a 400x340 face.

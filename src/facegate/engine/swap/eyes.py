@@ -9,6 +9,7 @@ similarity transform that best takes its lid contour onto the target's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import cv2
@@ -30,15 +31,16 @@ def agreeing_eyes(source_points: FloatArray, target_points: FloatArray) -> list[
 
 
 def fill_eyes(
-    image: npt.NDArray[Any],
+    images: Sequence[npt.NDArray[Any]],
     coverage: npt.NDArray[np.bool_],
-    source: npt.NDArray[Any],
+    sources: Sequence[npt.NDArray[Any]],
     source_points: FloatArray,
     target_points: FloatArray,
     which: list[bool],
 ) -> None:
-    """Paint the uncovered pixels inside each chosen target eye contour from ``source``
-    (any channel count) and mark them covered; ``image`` and ``coverage`` are changed."""
+    """Paint the uncovered pixels inside each chosen target eye contour of each of
+    ``images`` from its ``sources`` (the same face's layers, any channel count) and mark
+    them covered; ``images`` and ``coverage`` are changed."""
     h, w = coverage.shape
     for contour, chosen in zip(EYES, which, strict=True):
         if not chosen:
@@ -53,9 +55,10 @@ def fill_eyes(
         if x1 <= x0 or y1 <= y0:
             continue
         shifted = np.asarray(matrix, np.float64) - np.array([[0, 0, x0], [0, 0, y0]], np.float64)
-        patch = cv2.warpAffine(source, shifted, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR)
         inside = np.zeros((y1 - y0, x1 - x0), np.uint8)
         cv2.fillPoly(inside, [np.round(dst - (x0, y0)).astype(np.int32)], (1,))
         fill = (inside > 0) & ~coverage[y0:y1, x0:x1]
-        image[y0:y1, x0:x1][fill] = patch.reshape(inside.shape + source.shape[2:])[fill]
+        for image, source in zip(images, sources, strict=True):
+            patch = cv2.warpAffine(source, shifted, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR)
+            image[y0:y1, x0:x1][fill] = patch.reshape(inside.shape + source.shape[2:])[fill]
         coverage[y0:y1, x0:x1] |= fill

@@ -53,21 +53,26 @@ def gaussian_blur(image: npt.NDArray[Any], sigma: float) -> npt.NDArray[Any]:
     return _grow(small, image.shape)
 
 
-def normalised_blur(
-    values: npt.NDArray[np.float32], weight: npt.NDArray[np.float32], sigma: float
-) -> npt.NDArray[np.float32]:
-    """blur(values × weight) / blur(weight) (``values`` H×W×C, ``weight`` H×W, > 0), the
-    division done at the reduced size: one enlargement instead of two."""
-    factor = _factor(sigma)
-    weighted = values * weight[..., None]
-    if factor == 1:
-        num = cv2.GaussianBlur(weighted, (0, 0), sigma)
-        den = cv2.GaussianBlur(weight, (0, 0), sigma)
-        return np.asarray(num / den[..., None], np.float32)
-    residual = _residual_sigma(sigma, factor)
-    num = cv2.GaussianBlur(_shrink(weighted, factor), (0, 0), residual)
-    den = cv2.GaussianBlur(_shrink(weight, factor), (0, 0), residual)
-    return np.asarray(_grow(np.asarray(num / den[..., None], np.float32), values.shape), np.float32)
+def normalised_blurs(
+    values: npt.NDArray[np.float32], weight: npt.NDArray[np.float32], sigmas: tuple[float, ...]
+) -> list[npt.NDArray[np.float32]]:
+    """blur(values × weight) / blur(weight) at each of ``sigmas`` (``values`` H×W×C,
+    ``weight`` H×W, > 0; the product made once for all), the division done at the reduced
+    size: one enlargement instead of two."""
+    weighted = np.multiply(values, weight[..., None], dtype=np.float32)
+    out = []
+    for sigma in sigmas:
+        factor = _factor(sigma)
+        if factor == 1:
+            num = cv2.GaussianBlur(weighted, (0, 0), sigma)
+            den = cv2.GaussianBlur(weight, (0, 0), sigma)
+            out.append(np.asarray(num / den[..., None], np.float32))
+            continue
+        residual = _residual_sigma(sigma, factor)
+        num = cv2.GaussianBlur(_shrink(weighted, factor), (0, 0), residual)
+        den = cv2.GaussianBlur(_shrink(weight, factor), (0, 0), residual)
+        out.append(_grow(np.asarray(num / den[..., None], np.float32), values.shape))
+    return out
 
 
 def erode_blur(mask: npt.NDArray[np.float32], radius: int, sigma: float) -> npt.NDArray[np.float32]:

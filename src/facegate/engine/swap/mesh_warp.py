@@ -15,17 +15,20 @@ import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 
 from facegate.engine import mesh
 from facegate.engine.errors import NoFaceDetected, SourceUnusable
 from facegate.engine.swap.blend import feather_blend, poisson_blend
 from facegate.engine.swap.color import (
     DETAIL_GAIN,
+    Detail,
     Shading,
-    detail_layer,
+    detail_layers,
     is_grayscale,
     match_lighting,
     target_shading,
@@ -122,7 +125,7 @@ class MeshWarpSource:
     """Prepared source identity: the face crop and everything derived from it once."""
 
     image: Frame
-    detail: FloatArray  # L*a*b* high-pass of ``image`` (for ``match_lighting``)
+    detail: Detail  # L*a*b* high (and mid) band of ``image`` (for ``match_lighting``)
     points: FloatArray  # (478, 3) in crop pixels
     quality: FloatArray  # (852,) how well the source shows each triangle
     grayscale: bool
@@ -130,7 +133,7 @@ class MeshWarpSource:
     size: float  # forehead-top → chin distance, pixels
     # Downscaled copies for smaller targets, by quantised scale (see ``_scaled_source``):
     # a video's face keeps its size from frame to frame, so each is made once, not per frame.
-    scaled: dict[int, tuple[Frame, FloatArray, FloatArray]] = field(
+    scaled: dict[int, tuple[Frame, Detail, FloatArray]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -210,17 +213,19 @@ class MeshWarpBackend:
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
         size = face_height(points)
+        grayscale = is_grayscale(crop)
         return MeshWarpSource(
             image=crop,
-            detail=detail_layer(
+            detail=detail_layers(
                 crop,
                 max(1.0, self.tuning.low_pass * size),
                 self._face(points, (crop.shape[0], crop.shape[1])),
                 self.tuning.core_low_pass * size,
+                grayscale,
             ),
             points=points,
             quality=triangle_quality(points),
-            grayscale=is_grayscale(crop),
+            grayscale=grayscale,
             shape=face_shape(points),
             size=size,
         )
@@ -330,8 +335,13 @@ class MeshWarpBackend:
         source_image, source_detail, source_points = _scaled_source(
             source_state, face_height(points)
         )
+        # The layers mapped: the source's detail bands for match_lighting, else its pixels.
+        layers = [source_image]
+        if options.match_lighting:
+            layers = [source_detail.fine, source_detail.mid]
+            layers = [layer for layer in layers if layer is not None]
         warp = warp_face(
-            source_detail if options.match_lighting else source_image,
+            layers[0],
             source_points,
             source_state.quality,
             points,
@@ -339,10 +349,10 @@ class MeshWarpBackend:
             raster,
             UNUSABLE if source_state.shape.trust <= 0.0 else 0.0,
         )
+        warped = [warp.image, *(warp.maps.sample(layer) for layer in layers[1:])]
         if eyes:
             which = agreeing_eyes(source_points, points)
-            source_pixels = source_detail if options.match_lighting else source_image
-            fill_eyes(warp.image, warp.coverage, source_pixels, source_points, points, which)
+            fill_eyes(warped, warp.coverage, layers, source_points, points, which)
         # Not started yet (the helper is busy with other swaps): do it here instead.
         if displacement is not None and scaled:  # the full-size region, while the helper works
             base = displaced(full_target, displacement)
@@ -364,8 +374,14 @@ class MeshWarpBackend:
         stage("mask")
 
         if isinstance(side.shading, Shading):
+            mid = warped[1] if len(warped) > 1 else None
             face = match_lighting(
-                warp.image, side.shading, skin, source_state.grayscale, self.tuning.detail_gain
+                warp.image,
+                side.shading,
+                skin,
+                source_state.grayscale,
+                self.tuning.detail_gain,
+                mid,
             )
         else:
             face = transfer_colour(warp.image, side.shading, skin, source_state.grayscale)
@@ -412,9 +428,7 @@ SCALE_STEPS = 64
 MAX_SCALED = 16
 
 
-def _scaled_source(
-    state: MeshWarpSource, target_size: float
-) -> tuple[Frame, FloatArray, FloatArray]:
+def _scaled_source(state: MeshWarpSource, target_size: float) -> tuple[Frame, Detail, FloatArray]:
     ratio = state.size / max(target_size, 1.0)
     if ratio <= MAX_SOURCE_RATIO:
         return state.image, state.detail, state.points
@@ -428,17 +442,15 @@ def _scaled_source(
     return found
 
 
-def _downscale(state: MeshWarpSource, scale: float) -> tuple[Frame, FloatArray, FloatArray]:
+def _downscale(state: MeshWarpSource, scale: float) -> tuple[Frame, Detail, FloatArray]:
     h, w = state.image.shape[:2]
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    image = np.asarray(cv2.resize(state.image, size, interpolation=cv2.INTER_AREA), np.uint8)
-    # cv2.resize's area filter takes at most 4 channels: the 6-channel detail in two halves.
-    detail = np.concatenate(
-        [
-            np.asarray(cv2.resize(half, size, interpolation=cv2.INTER_AREA), np.float32)
-            for half in np.split(state.detail, state.detail.shape[2] // 3, axis=2)
-        ],
-        axis=2,
-    )
+
+    def shrink(image: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return np.asarray(cv2.resize(image, size, interpolation=cv2.INTER_AREA), image.dtype)
+
+    image = shrink(state.image)
+    mid = state.detail.mid
+    detail = Detail(shrink(state.detail.fine), None if mid is None else shrink(mid))
     factors = np.array([size[0] / w, size[1] / h, scale], np.float32)
     return image, detail, (state.points * factors).astype(np.float32)

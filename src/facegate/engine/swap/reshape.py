@@ -33,7 +33,7 @@ from facegate.engine import mesh
 from facegate.engine.descriptor import face_frame, frame_pose
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.masks import FOREHEAD_KEPT
-from facegate.engine.swap.warp import MeshRaster, warp_face
+from facegate.engine.swap.warp import MeshRaster, mesh_maps
 from facegate.engine.types import Frame, frozen
 
 IndexArray = npt.NDArray[np.int32]
@@ -210,7 +210,7 @@ def reshaped_target(
     cover are ``background``'s (the region around a moved outline, ``swap.outline``) or left
     as they are. No pose fill: the target shows itself as it is."""
     shape = (image.shape[0], image.shape[1])
-    warp = warp_face(image, points, None, moved, shape, raster)
+    maps, _ = mesh_maps(points, None, moved, shape, raster)
     out = (image if background is None else background).copy()
-    np.copyto(out, warp.image, where=warp.coverage[..., None])
+    maps.paste(image, out)  # the mesh lies inside the region: no covered pixel is lost
     return out

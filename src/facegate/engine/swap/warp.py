@@ -27,13 +27,67 @@ from facegate.engine.swap.symmetry import choose_mirrored, source_vertices, usab
 
 
 @dataclass(frozen=True)
+class MeshMaps:
+    """Where the pixels of a target region's mesh window sample the source: the region's
+    ``shape``, the window (x0, y0, x1, y1), the raster's triangle ids there, which of those
+    pixels are textured (``covered``) and the ``cv2.remap`` maps (pixels not covered sample
+    (-1, -1), outside the source)."""
+
+    shape: tuple[int, int]
+    window: tuple[int, int, int, int]
+    ids: IntArray
+    covered: npt.NDArray[np.bool_]
+    map_x: FloatArray
+    map_y: FloatArray
+
+    def sample(self, source: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """``source`` (any image with the landmarks' geometry: the face, or a layer of its
+        detail) warped onto the region: the region's size, 0 where uncovered."""
+        x0, y0, x1, y1 = self.window
+        image = np.zeros(self.shape + source.shape[2:], source.dtype)
+        # Written straight into the window of the region-sized result.
+        cv2.remap(
+            source,
+            self.map_x,
+            self.map_y,
+            cv2.INTER_LINEAR,
+            dst=image[y0:y1, x0:x1],
+            borderMode=cv2.BORDER_CONSTANT,
+        )
+        return image
+
+    def paste(self, source: npt.NDArray[Any], onto: npt.NDArray[Any]) -> None:
+        """``source`` warped onto ``onto`` (an image of the region), in place, where covered.
+        Covered pixels must sample at least a pixel inside the source's last row and column
+        (the mesh lies inside it), as a target region's own mesh does."""
+        x0, y0, x1, y1 = self.window
+        cv2.remap(
+            source,
+            self.map_x,
+            self.map_y,
+            cv2.INTER_LINEAR,
+            dst=onto[y0:y1, x0:x1],
+            borderMode=cv2.BORDER_TRANSPARENT,
+        )
+
+
+@dataclass(frozen=True)
 class WarpResult:
-    """The warped source over a target region, and which pixels it covers."""
+    """The warped source over a target region, which pixels it covers, and the maps that
+    warped it (``maps.sample``: another layer of the source, warped alike)."""
 
     image: npt.NDArray[Any]  # the region's size, source dtype; 0 outside the mesh
     coverage: npt.NDArray[np.bool_]
-    ids: IntArray
     mirrored: npt.NDArray[np.bool_]  # (852,) triangles textured from their mirror image
+    maps: MeshMaps
+
+    @property
+    def ids(self) -> IntArray:
+        """The triangle covering each pixel of the region (-1 where none)."""
+        x0, y0, x1, y1 = self.maps.window
+        ids = np.full(self.maps.shape, -1, np.int32)
+        ids[y0:y1, x0:x1] = np.where(self.maps.covered, self.maps.ids, -1)
+        return ids
 
 
 def target_quality(points: FloatArray, ids: IntArray) -> FloatArray:
@@ -78,27 +132,18 @@ def mesh_raster(target_points: FloatArray, shape: tuple[int, int]) -> MeshRaster
     return MeshRaster((x0, y0, x1, y1), ids, target_quality(target_points, ids))
 
 
-def warp_face(
-    source: npt.NDArray[Any],
+def mesh_maps(
     source_points: FloatArray,
     source_quality: FloatArray | None,
     target_points: FloatArray,
     shape: tuple[int, int],
     raster: MeshRaster | None = None,
     least_quality: float = 0.0,
-) -> WarpResult:
-    """Map ``source`` (with its landmarks) onto ``target_points`` in a region of ``shape``.
-
-    ``source`` is any 1- to 6-channel image (the uint8 face, or its float detail layer);
-    ``target_points`` are in the region's coordinates; ``source_quality`` is the per-triangle
-    visibility of the source (``symmetry.triangle_quality``), used for the pose fill (None:
-    no pose fill); ``raster`` is ``mesh_raster(target_points, shape)`` when already made;
-    triangles whose texture's quality (own or mirrored) is under ``least_quality`` are left
-    uncovered.
-    """
+) -> tuple[MeshMaps, npt.NDArray[np.bool_]]:
+    """The maps of :func:`warp_face` (same arguments, less the source image) and the
+    triangles textured from their mirror image."""
     raster = raster or mesh_raster(target_points, shape)
     x0, y0, x1, y1 = raster.window
-    window = (y1 - y0, x1 - x0)
     ids_window = raster.ids
     mirrored = (
         np.zeros(len(TRIANGLES), bool)
@@ -132,10 +177,31 @@ def warp_face(
     map_y = c[3] * xs
     map_y += c[4] * ys
     map_y += c[5]
-    warped = cv2.remap(source, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
-    image = np.zeros(shape + source.shape[2:], source.dtype)
-    image[y0:y1, x0:x1] = warped.reshape(window + source.shape[2:])
-    ids = np.full(shape, -1, np.int32)
-    ids[y0:y1, x0:x1] = np.where(covered, ids_window, -1)
-    coverage = ids >= 0
-    return WarpResult(image=image, coverage=coverage, ids=ids, mirrored=mirrored)
+    return MeshMaps(shape, raster.window, ids_window, covered, map_x, map_y), mirrored
+
+
+def warp_face(
+    source: npt.NDArray[Any],
+    source_points: FloatArray,
+    source_quality: FloatArray | None,
+    target_points: FloatArray,
+    shape: tuple[int, int],
+    raster: MeshRaster | None = None,
+    least_quality: float = 0.0,
+) -> WarpResult:
+    """Map ``source`` (with its landmarks) onto ``target_points`` in a region of ``shape``.
+
+    ``source`` is any 1- to 4-channel image (the uint8 face, or a float layer of its
+    detail); ``target_points`` are in the region's coordinates; ``source_quality`` is the
+    per-triangle visibility of the source (``symmetry.triangle_quality``), used for the pose
+    fill (None: no pose fill); ``raster`` is ``mesh_raster(target_points, shape)`` when
+    already made; triangles whose texture's quality (own or mirrored) is under
+    ``least_quality`` are left uncovered.
+    """
+    maps, mirrored = mesh_maps(
+        source_points, source_quality, target_points, shape, raster, least_quality
+    )
+    x0, y0, x1, y1 = maps.window
+    coverage = np.zeros(shape, bool)
+    coverage[y0:y1, x0:x1] = maps.covered
+    return WarpResult(image=maps.sample(source), coverage=coverage, mirrored=mirrored, maps=maps)
