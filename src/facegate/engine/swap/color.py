@@ -124,13 +124,11 @@ class Shading:
     """The target region's shading and skin colour (its low-pass, ``base``) and its own high
     band (``high``: L*a*b* minus the low-pass at the fine sigma, which sets the detail gain);
     with a core band, its mid band (the band between the two low-passes, as the source's
-    ``Detail.mid``) and where the source's mid band replaces it (``core``: 1 well inside the
-    face, 0 at the mask edge)."""
+    ``Detail.mid``)."""
 
     high: FloatArray
     base: FloatArray
     mid: FloatArray | None = None
-    core: FloatArray | None = None
 
 
 def target_shading(
@@ -138,10 +136,9 @@ def target_shading(
     sigma: float,
     face: FloatArray | None = None,
     core_sigma: float = 0.0,
-    core: FloatArray | None = None,
 ) -> Shading:
     lab = to_lab(target)
-    if core_sigma <= sigma or core is None:
+    if core_sigma <= sigma:
         base = low_pass(lab, sigma, face)
         return Shading(high=np.asarray(cv2.subtract(lab, base), np.float32), base=base)
     fine, base = low_passes(lab, (sigma, core_sigma), face)
@@ -149,7 +146,6 @@ def target_shading(
         high=np.asarray(cv2.subtract(lab, fine), np.float32),
         base=base,
         mid=np.asarray(cv2.subtract(fine, base), np.float32),
-        core=core,
     )
 
 
@@ -160,20 +156,22 @@ def match_lighting(
     grayscale_source: bool,
     gain_bounds: tuple[float, float] = DETAIL_GAIN,
     mid: FloatArray | None = None,
+    core: FloatArray | None = None,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
     ``shading`` is the target's (:func:`target_shading`, with the low-pass sigmas of the
     detail layer); ``skin`` marks the pixels whose statistics set the detail gain (face
     without eyes and mouth). A grayscale source contributes no chroma detail. With a mid
-    band (the warped source's ``mid``, ``Detail.mid``, and a ``shading`` with ``core``), the
-    source's mid band is taken in the core of the face and the target's towards the mask edge.
+    band (the warped source's ``mid``, ``Detail.mid``, and a ``shading`` with one), the
+    source's mid band is taken where ``core`` is 1 (well inside the face) and the target's
+    where it is 0 (towards the mask edge).
     """
     base = shading.base
-    if mid is not None and shading.mid is not None and shading.core is not None:
+    if mid is not None and shading.mid is not None and core is not None:
         # core × source mid + (1 − core) × target mid, in one OpenCV pass.
-        rim = cv2.subtract(1.0, shading.core)
-        base = cv2.add(base, cv2.blendLinear(mid, shading.mid, shading.core, rim))
+        rim = cv2.subtract(1.0, core)
+        base = cv2.add(base, cv2.blendLinear(mid, shading.mid, core, rim))
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)

@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.outline import displaced, displacement_field
 from facegate.engine.swap.reshape import Shape, face_shape, reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import UNUSABLE, triangle_quality
-from facegate.engine.swap.warp import mesh_raster, warp_face
+from facegate.engine.swap.warp import MeshRaster, mesh_raster, warp_face
 from facegate.engine.types import Face, Frame
 
 #: Margin around the landmarks' box, as a fraction of its size (room for the feather).
@@ -152,11 +152,9 @@ def _region(points: FloatArray, shape: tuple[int, ...]) -> tuple[int, int, int, 
 
 @dataclass(frozen=True)
 class _TargetSide:
-    """What a swap needs of the target region alone, at the working scale: the masks and its
-    shading (in L*a*b*, with its low-pass when the lighting is matched)."""
+    """What a swap needs of the target's pixels alone, at the working scale: its shading (in
+    L*a*b*, with its low-pass when the lighting is matched)."""
 
-    keep: FloatArray
-    mask: FloatArray
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
     reshaped: Frame | None  # the target warped onto the reshaped mesh (None: not reshaped)
     grayscale: bool  # a grey photo: the swapped face is made grey too
@@ -165,10 +163,11 @@ class _TargetSide:
 class MeshWarpBackend:
     """The geometric swap backend (no model files; pure OpenCV/numpy, thread-safe).
 
-    A swap's target side (the working-scale resize, the masks, the target's shading) does
-    not depend on the warp, and both are mostly numpy, one core each: the target side is
-    handed to a helper thread while the caller's thread warps. When the helper is busy
-    (several swaps at once, e.g. a video's render threads) the caller does it itself.
+    A swap's target side (the working-scale resize, the reshaped target, its shading) does
+    not depend on the warp: it is handed to a helper thread while the caller's thread
+    rasterises the mesh (which the reshape waits for), warps, draws the masks and displaces
+    the full-size region. When the helper is busy (several swaps at once, e.g. a video's
+    render threads) the caller does it itself.
     """
 
     def __init__(self, tuning: Tuning = Tuning()) -> None:
@@ -304,34 +303,33 @@ class MeshWarpBackend:
             reshaped = (
                 None
                 if points is unmoved
-                else reshaped_target(target, unmoved, points, raster, background)
+                else reshaped_target(target, unmoved, points, rastered.result(), background)
             )
             if reshaped is not None:
                 target = reshaped
-            keep = keep_mask(source_state.points, points, shape, options.keep_expression, eyes)
-            mask = face_mask(points, shape, options.mask_padding, options.mask_blur)
             shading: Shading | FloatArray
             if options.match_lighting:
                 height = face_height(points)
-                # A turned face (a profile) on either side: the target keeps its own mid band
-                # (the mesh is least sure there: a profile source pastes its camera onto the
-                # target's mouth, and identity does not carry either way).
-                core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
-                core *= np.float32(min(target_shape.trust, source_state.shape.trust))
                 shading = target_shading(
                     target,
                     max(1.0, self.tuning.low_pass * height),
                     self._face(points, shape),
                     self.tuning.core_low_pass * height,
-                    core,
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(keep, mask, shading, reshaped, is_grayscale(target))
+            return _TargetSide(shading, reshaped, is_grayscale(target))
 
-        raster = mesh_raster(points, shape)  # shared by both warps onto the mesh
         helper = self._helper_pool()
+        # The mesh's raster, shared by both warps onto it (the target side's reshape waits).
+        rastered: Future[MeshRaster] = Future()
         pending = helper.submit(target_side) if helper is not None else None
+        try:
+            rastered.set_result(mesh_raster(points, shape))
+        except BaseException as error:  # the helper must not wait for it forever
+            rastered.set_exception(error)
+            raise
+        raster = rastered.result()
         source_image, source_detail, source_points = _scaled_source(
             source_state, face_height(points)
         )
@@ -353,6 +351,15 @@ class MeshWarpBackend:
         if eyes:
             which = agreeing_eyes(source_points, points)
             fill_eyes(warped, warp.coverage, layers, source_points, points, which)
+        keep = keep_mask(source_state.points, points, shape, options.keep_expression, eyes)
+        face_region = face_mask(points, shape, options.mask_padding, options.mask_blur)
+        core = None
+        if options.match_lighting:
+            # A turned face (a profile) on either side: the target keeps its own mid band
+            # (the mesh is least sure there: a profile source pastes its camera onto the
+            # target's mouth, and identity does not carry either way).
+            core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
+            core *= np.float32(min(target_shape.trust, source_state.shape.trust))
         # Not started yet (the helper is busy with other swaps): do it here instead.
         if displacement is not None and scaled:  # the full-size region, while the helper works
             base = displaced(full_target, displacement)
@@ -363,14 +370,14 @@ class MeshWarpBackend:
             cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
         )
         covered = cv2.GaussianBlur(coverage, (0, 0), 1.0)
-        swapped = side.mask * (1.0 - side.keep) * covered
+        swapped = face_region * (1.0 - keep) * covered
         skin = ((swapped > 0.5) & warp.coverage).astype(np.float32)
         # Not reshaped: the kept eyes and mouth are the frame's own pixels (outside the mask).
         # Reshaped: they moved with the mesh, so they come from the reshaped target, inside it.
         if side.reshaped is None:
             mask = swapped
         else:
-            mask = side.mask * np.maximum(covered, side.keep)
+            mask = face_region * np.maximum(covered, keep)
         stage("mask")
 
         if isinstance(side.shading, Shading):
@@ -382,11 +389,12 @@ class MeshWarpBackend:
                 source_state.grayscale,
                 self.tuning.detail_gain,
                 mid,
+                core,
             )
         else:
             face = transfer_colour(warp.image, side.shading, skin, source_state.grayscale)
         if side.reshaped is not None:
-            face = feather_blend(face, side.reshaped, side.keep, 1.0)
+            face = feather_blend(face, side.reshaped, keep, 1.0)
         if side.grayscale:  # the source's chroma detail would show as coloured smudges
             grey = cv2.cvtColor(face, cv2.COLOR_BGR2GRAY)
             face = np.asarray(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR), np.uint8)

@@ -132,10 +132,12 @@ def displacement_field(
 def displaced(image: Frame, displacement: Displacement) -> Frame:
     """``image`` (the region, at any size) warped by the displacement's backward shifts."""
     h, w = image.shape[:2]
-    shift_x, shift_y = cv2.split(displacement.field((h, w)))
-    map_x = np.arange(w, dtype=np.float32)[None, :] - shift_x
-    map_y = np.arange(h, dtype=np.float32)[:, None] - shift_y
+    # The shifts become the positions sampled, in place: one two-channel map (cv2.split of
+    # the (H, W, 2) field cost more than the remap itself).
+    where = displacement.field((h, w))
+    np.subtract(np.arange(w, dtype=np.float32), where[..., 0], out=where[..., 0])
+    np.subtract(np.arange(h, dtype=np.float32)[:, None], where[..., 1], out=where[..., 1])
     return np.asarray(
-        cv2.remap(image, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
+        cv2.remap(image, where, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
         image.dtype,
     )
