@@ -11,7 +11,8 @@ from facegate.engine.types import Frame
 
 def feather_blend(target: Frame, face: Frame, mask: FloatArray, strength: float) -> Frame:
     """``target`` + (``face`` − ``target``) × mask × strength, rounded (one OpenCV pass)."""
-    alpha = np.ascontiguousarray(mask * np.float32(strength), dtype=np.float32)
+    alpha = mask if strength == 1.0 else mask * np.float32(strength)
+    alpha = np.ascontiguousarray(alpha, dtype=np.float32)
     return np.asarray(cv2.blendLinear(face, target, alpha, 1.0 - alpha), dtype=np.uint8)
 
 

@@ -59,7 +59,9 @@ def normalised_blurs(
     """blur(values × weight) / blur(weight) at each of ``sigmas`` (``values`` H×W×C,
     ``weight`` H×W, > 0; the product made once for all), the division done at the reduced
     size: one enlargement instead of two."""
-    weighted = np.multiply(values, weight[..., None], dtype=np.float32)
+    # OpenCV's product with the weight repeated per channel: numpy's broadcast over a
+    # trailing axis of 3 runs ~5x slower.
+    weighted = np.asarray(cv2.multiply(values, cv2.merge([weight] * values.shape[2])), np.float32)
     out = []
     for sigma in sigmas:
         factor = _factor(sigma)
