@@ -25,8 +25,8 @@ def polygon_mask(
 ) -> FloatArray:
     """1 inside the polygon through ``points[indices]``, 0 outside (float32)."""
     mask = np.zeros(shape, np.uint8)
-    cv2.fillPoly(mask, [np.round(points[indices, :2] * 16).astype(np.int32)], (255,), cv2.LINE_8, 4)
-    return (mask.astype(np.float32) / 255.0).astype(np.float32)
+    cv2.fillPoly(mask, [np.round(points[indices, :2] * 16).astype(np.int32)], (1,), cv2.LINE_8, 4)
+    return mask.astype(np.float32)
 
 
 def face_axes(points: FloatArray) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -63,8 +63,8 @@ def padding_mask(
     corners = np.array([[u0, v0], [u1, v0], [u1, v1], [u0, v1]])
     xy = corners[:, :1] * right + corners[:, 1:] * up
     mask = np.zeros(shape, np.uint8)
-    cv2.fillConvexPoly(mask, np.round(xy * 16).astype(np.int32), (255,), cv2.LINE_8, 4)
-    return (mask.astype(np.float32) / 255.0).astype(np.float32)
+    cv2.fillConvexPoly(mask, np.round(xy * 16).astype(np.int32), (1,), cv2.LINE_8, 4)
+    return mask.astype(np.float32)
 
 
 def face_mask(
@@ -77,15 +77,15 @@ def face_mask(
     falls inside the face (a feather centred on the jaw line shows the background)."""
     oval = trimmed_oval(points)
     hard = np.zeros(shape, np.uint8)
-    cv2.fillPoly(hard, [np.round(oval * 16).astype(np.int32)], (255,), cv2.LINE_8, 4)
-    mask = hard.astype(np.float32) / 255.0
+    cv2.fillPoly(hard, [np.round(oval * 16).astype(np.int32)], (1,), cv2.LINE_8, 4)
+    mask = hard.astype(np.float32)
     if any(padding):
         mask *= padding_mask(points, shape, padding)
     width = float(np.ptp(points[mesh.FACE_OVAL, 0]))
     sigma = blur * 0.08 * width
     if sigma >= 0.5:
         mask = erode_blur(mask, max(1, round(1.5 * sigma)), sigma)
-    return np.clip(mask, 0.0, 1.0).astype(np.float32)
+    return np.clip(mask, 0.0, 1.0, out=mask)
 
 
 def openness(points: FloatArray) -> tuple[float, float, float]:
@@ -129,4 +129,5 @@ def keep_mask(
             region = np.asarray(cv2.dilate(region, kernel), dtype=np.float32)
         keep = np.maximum(keep, region)
     sigma = max(0.5, 0.01 * width)
-    return np.clip(gaussian_blur(keep, sigma), 0.0, 1.0).astype(np.float32)
+    keep = gaussian_blur(keep, sigma)
+    return np.clip(keep, 0.0, 1.0, out=keep)

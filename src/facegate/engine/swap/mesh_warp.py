@@ -324,6 +324,10 @@ class MeshWarpBackend:
         # The mesh's raster, shared by both warps onto it (the target side's reshape waits).
         rastered: Future[MeshRaster] = Future()
         pending = helper.submit(target_side) if helper is not None else None
+        # The full-size region first: one long OpenCV call, during which the helper thread
+        # gets the interpreter to start its own (the raster below is a Python loop).
+        if displacement is not None and scaled:
+            base = displaced(full_target, displacement)
         try:
             rastered.set_result(mesh_raster(points, shape))
         except BaseException as error:  # the helper must not wait for it forever
@@ -361,8 +365,6 @@ class MeshWarpBackend:
             core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
             core *= np.float32(min(target_shape.trust, source_state.shape.trust))
         # Not started yet (the helper is busy with other swaps): do it here instead.
-        if displacement is not None and scaled:  # the full-size region, while the helper works
-            base = displaced(full_target, displacement)
         side = target_side() if pending is None or pending.cancel() else pending.result()
         stage("warp")
 
