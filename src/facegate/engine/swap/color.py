@@ -86,6 +86,10 @@ class Detail:
     fine: FloatArray
     mid: FloatArray | None = None
 
+    def layers(self) -> list[npt.NDArray[Any]]:
+        """The bands there are: fine, then mid."""
+        return [self.fine] if self.mid is None else [self.fine, self.mid]
+
 
 def detail_layers(
     image: Frame,
@@ -130,6 +134,11 @@ class Shading:
     base: FloatArray
     mid: FloatArray | None = None
 
+    def crop(self, rows: slice, cols: slice) -> Shading:
+        """The same shading over a window of the region (views)."""
+        mid = None if self.mid is None else self.mid[rows, cols]
+        return Shading(self.high[rows, cols], self.base[rows, cols], mid)
+
 
 def target_shading(
     target: Frame,
@@ -170,8 +179,8 @@ def match_lighting(
     base = shading.base
     if mid is not None and shading.mid is not None and core is not None:
         # core × source mid + (1 − core) × target mid, in one OpenCV pass.
-        rim = cv2.subtract(1.0, core)
-        base = cv2.add(base, cv2.blendLinear(mid, shading.mid, core, rim))
+        mixed = cv2.blendLinear(mid, shading.mid, core, 1.0 - core)
+        base = np.asarray(cv2.add(base, mixed), np.float32)
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)

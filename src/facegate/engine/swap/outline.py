@@ -19,6 +19,7 @@ spline at the oval's vertices).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -129,6 +130,10 @@ def displacement_field(
     return Displacement(coarse, shape)
 
 
+#: ``cv2.remap``'s second map when the first holds both coordinates (its stubs require one).
+_NO_MAP: Any = None
+
+
 def displaced(image: Frame, displacement: Displacement) -> Frame:
     """``image`` (the region, at any size) warped by the displacement's backward shifts."""
     h, w = image.shape[:2]
@@ -138,6 +143,6 @@ def displaced(image: Frame, displacement: Displacement) -> Frame:
     np.subtract(np.arange(w, dtype=np.float32), where[..., 0], out=where[..., 0])
     np.subtract(np.arange(h, dtype=np.float32)[:, None], where[..., 1], out=where[..., 1])
     return np.asarray(
-        cv2.remap(image, where, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
+        cv2.remap(image, where, _NO_MAP, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE),
         image.dtype,
     )
