@@ -281,7 +281,7 @@ class MeshWarpBackend:
 
         # A moved outline: the region around the face follows it (swap.outline). The spline is
         # solved here (a fraction of a millisecond); the full-size region is displaced by the
-        # caller after its warp, the working-scale one in the target side.
+        # caller while the target side starts, the working-scale one in the target side.
         displacement = None
         if outline > 0.0 and points is not unmoved:
             lo, hi = full_points[:, :2].min(axis=0), full_points[:, :2].max(axis=0)
@@ -294,10 +294,11 @@ class MeshWarpBackend:
             base = displaced(full_target, displacement)
 
         def target_side() -> _TargetSide:
-            target, background = full_target, base
             if scaled:
-                target = np.asarray(cv2.resize(target, size, interpolation=cv2.INTER_AREA))
+                target = np.asarray(cv2.resize(full_target, size, interpolation=cv2.INTER_AREA))
                 background = target if displacement is None else displaced(target, displacement)
+            else:
+                target, background = full_target, base
             # Reshaped: the target's own eyes, mouth and shading follow the new mesh; outside
             # the mesh the region is the displaced one (or, with the outline kept, unmoved).
             reshaped = (
