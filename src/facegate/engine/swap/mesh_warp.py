@@ -295,7 +295,8 @@ class MeshWarpBackend:
 
         def target_side() -> _TargetSide:
             if scaled:
-                target = np.asarray(cv2.resize(full_target, size, interpolation=cv2.INTER_AREA))
+                small = cv2.resize(full_target, size, interpolation=cv2.INTER_AREA)
+                target = np.asarray(small, np.uint8)
                 background = target if displacement is None else displaced(target, displacement)
             else:
                 target, background = full_target, base
