@@ -80,8 +80,8 @@ def low_passes(
 @dataclass(frozen=True)
 class Detail:
     """A source's detail in L*a*b* (:func:`detail_layers`): its high band (``fine``) and,
-    with a core band, its mid band (``mid``), whose chroma is already scaled to the share
-    the swap takes (``MID_CHROMA``; none of a grayscale source's)."""
+    with a core band, its mid band (``mid``). Two three-channel layers rather than one of six
+    channels: each is warped and mixed with OpenCV as it is, no channels split per frame."""
 
     fine: FloatArray
     mid: FloatArray | None = None
@@ -96,7 +96,6 @@ def detail_layers(
     sigma: float,
     face: FloatArray | None = None,
     core_sigma: float = 0.0,
-    grayscale: bool = False,
 ) -> Detail:
     """High-pass of ``image`` in L*a*b* (image minus its :func:`low_pass` at ``sigma``); with
     ``core_sigma`` > ``sigma``, also the band between the two low-passes (the mid
@@ -105,9 +104,10 @@ def detail_layers(
     if core_sigma <= sigma:
         return Detail(np.asarray(lab - low_pass(lab, sigma, face), dtype=np.float32))
     fine, broad = low_passes(lab, (sigma, core_sigma), face)
-    chroma = 0.0 if grayscale else MID_CHROMA
-    mid = cv2.multiply(cv2.subtract(fine, broad), _scalar(1.0, chroma, chroma))
-    return Detail(np.asarray(cv2.subtract(lab, fine), np.float32), np.asarray(mid, np.float32))
+    return Detail(
+        np.asarray(cv2.subtract(lab, fine), np.float32),
+        np.asarray(cv2.subtract(fine, broad), np.float32),
+    )
 
 
 def _masked_std(values: FloatArray, mask: npt.NDArray[np.bool_]) -> float:
@@ -151,11 +151,10 @@ def target_shading(
         base = low_pass(lab, sigma, face)
         return Shading(high=np.asarray(cv2.subtract(lab, base), np.float32), base=base)
     fine, base = low_passes(lab, (sigma, core_sigma), face)
-    return Shading(
-        high=np.asarray(cv2.subtract(lab, fine), np.float32),
-        base=base,
-        mid=np.asarray(cv2.subtract(fine, base), np.float32),
-    )
+    mid = np.asarray(cv2.subtract(fine, base), np.float32)
+    # The high band as the lighting match always took it: L*a*b* − (base + mid).
+    high = cv2.subtract(lab, cv2.add(base, mid))
+    return Shading(high=np.asarray(high, np.float32), base=base, mid=mid)
 
 
 def match_lighting(
@@ -178,9 +177,14 @@ def match_lighting(
     """
     base = shading.base
     if mid is not None and shading.mid is not None and core is not None:
-        # core × source mid + (1 − core) × target mid, in one OpenCV pass.
-        mixed = cv2.blendLinear(mid, shading.mid, core, 1.0 - core)
-        base = np.asarray(cv2.add(base, mixed), np.float32)
+        # base + target mid + core × (source mid − target mid), the source's chroma scaled
+        # (OpenCV's per-channel scalars and a three-channel core: numpy's broadcasts over a
+        # trailing axis of 3 run ~5x slower).
+        chroma_mid = 0.0 if grayscale_source else MID_CHROMA
+        source_mid = cv2.multiply(mid, _scalar(1.0, chroma_mid, chroma_mid))
+        source_mid = cv2.subtract(source_mid, shading.mid)
+        source_mid = cv2.multiply(source_mid, cv2.merge([core] * 3))
+        base = np.asarray(cv2.add(cv2.add(base, shading.mid), source_mid), np.float32)
     inside = (skin > 0.5).view(np.uint8)
     count = int(cv2.countNonZero(inside))
     s_std = _lightness_std(detail, inside, count)

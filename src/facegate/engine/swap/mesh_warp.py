@@ -212,7 +212,6 @@ class MeshWarpBackend:
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
         size = face_height(points)
-        grayscale = is_grayscale(crop)
         return MeshWarpSource(
             image=crop,
             detail=detail_layers(
@@ -220,11 +219,10 @@ class MeshWarpBackend:
                 max(1.0, self.tuning.low_pass * size),
                 self._face(points, (crop.shape[0], crop.shape[1])),
                 self.tuning.core_low_pass * size,
-                grayscale,
             ),
             points=points,
             quality=triangle_quality(points),
-            grayscale=grayscale,
+            grayscale=is_grayscale(crop),
             shape=face_shape(points),
             size=size,
         )
