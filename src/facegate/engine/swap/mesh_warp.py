@@ -352,6 +352,9 @@ class MeshWarpBackend:
         if eyes:
             which = agreeing_eyes(source_points, points)
             fill_eyes(warped, warp.coverage, layers, source_points, points, which)
+        stage("warp")
+
+        # The masks, on this thread while the helper finishes the target side.
         keep = keep_mask(source_state.points, points, shape, options.keep_expression, eyes)
         face_region = face_mask(points, shape, options.mask_padding, options.mask_blur)
         core = None
@@ -361,10 +364,6 @@ class MeshWarpBackend:
             # target's mouth, and identity does not carry either way).
             core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
             core *= np.float32(min(target_shape.trust, source_state.shape.trust))
-        # Not started yet (the helper is busy with other swaps): do it here instead.
-        side = target_side() if pending is None or pending.cancel() else pending.result()
-        stage("warp")
-
         coverage = np.asarray(
             cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
         )
@@ -373,15 +372,23 @@ class MeshWarpBackend:
         skin = ((swapped > 0.5) & warp.coverage).astype(np.float32)
         # Not reshaped: the kept eyes and mouth are the frame's own pixels (outside the mask).
         # Reshaped: they moved with the mesh, so they come from the reshaped target, inside it.
-        if side.reshaped is None:
+        if points is unmoved:
             mask = swapped
         else:
             mask = face_region * np.maximum(covered, keep)
         # The face shows only where the mask is non-zero (enlarged, one pixel further): the
         # colour stage runs on that window of the region, ~60 % of it.
         rows, cols = _support(mask, 1)
+        full_size = (full_shape[1], full_shape[0])
+        full_mask = mask
+        if scaled:
+            enlarged = cv2.resize(mask, full_size, interpolation=cv2.INTER_LINEAR)
+            full_mask = np.asarray(enlarged, np.float32)
         stage("mask")
 
+        # The target side (the helper's; not started yet, the helper being busy with other
+        # swaps: this thread's): the colour stage includes waiting for it.
+        side = target_side() if pending is None or pending.cancel() else pending.result()
         face = np.zeros((*shape, 3), np.uint8)
         inside = face[rows, cols]
         if isinstance(side.shading, Shading):
@@ -409,21 +416,17 @@ class MeshWarpBackend:
         stage("colour")
 
         if scaled:
-            full_size = (full_shape[1], full_shape[0])
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
-            mask = np.asarray(
-                cv2.resize(mask, full_size, interpolation=cv2.INTER_LINEAR), np.float32
-            )
         region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
         if options.mask == "poisson":
-            region[...] = poisson_blend(base, face, mask, options.blend)
+            region[...] = poisson_blend(base, face, full_mask, options.blend)
         else:
             if base is not full_target:  # the displaced region around the face
                 region[...] = base
-            rows, cols = _support(mask, 0)  # elsewhere the blend is the region itself
+            rows, cols = _support(full_mask, 0)  # elsewhere the blend is the region itself
             if rows.start < rows.stop:  # (nothing to blend where the mask is empty)
                 region[rows, cols] = feather_blend(
-                    base[rows, cols], face[rows, cols], mask[rows, cols], options.blend
+                    base[rows, cols], face[rows, cols], full_mask[rows, cols], options.blend
                 )
         stage("blend")
         if timings is not None:
