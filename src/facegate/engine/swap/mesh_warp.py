@@ -153,9 +153,11 @@ def _region(points: FloatArray, shape: tuple[int, ...]) -> tuple[int, int, int, 
 @dataclass(frozen=True)
 class _TargetSide:
     """What a swap needs of the target's pixels alone, at the working scale: its shading (in
-    L*a*b*, with its low-pass when the lighting is matched)."""
+    L*a*b*, with its low-pass when the lighting is matched), and the core mask that goes with
+    it (made there: the helper thread has the time)."""
 
     shading: Shading | FloatArray  # Shading, or the plain L*a*b* for transfer_colour
+    core: FloatArray | None  # where the source's mid band is taken (match_lighting)
     reshaped: Frame | None  # the target warped onto the reshaped mesh (None: not reshaped)
     grayscale: bool  # a grey photo: the swapped face is made grey too
 
@@ -308,8 +310,14 @@ class MeshWarpBackend:
             if reshaped is not None:
                 target = reshaped
             shading: Shading | FloatArray
+            core = None
             if options.match_lighting:
                 height = face_height(points)
+                # A turned face (a profile) on either side: the target keeps its own mid band
+                # (the mesh is least sure there: a profile source pastes its camera onto the
+                # target's mouth, and identity does not carry either way).
+                core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
+                core *= np.float32(min(target_shape.trust, source_state.shape.trust))
                 shading = target_shading(
                     target,
                     max(1.0, self.tuning.low_pass * height),
@@ -318,7 +326,7 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(shading, reshaped, is_grayscale(target))
+            return _TargetSide(shading, core, reshaped, is_grayscale(target))
 
         helper = self._helper_pool()
         # The mesh's raster, shared by both warps onto it (the target side's reshape waits).
@@ -357,13 +365,6 @@ class MeshWarpBackend:
         # The masks, on this thread while the helper finishes the target side.
         keep = keep_mask(source_state.points, points, shape, options.keep_expression, eyes)
         face_region = face_mask(points, shape, options.mask_padding, options.mask_blur)
-        core = None
-        if options.match_lighting:
-            # A turned face (a profile) on either side: the target keeps its own mid band
-            # (the mesh is least sure there: a profile source pastes its camera onto the
-            # target's mouth, and identity does not carry either way).
-            core = face_mask(points, shape, options.mask_padding, self.tuning.core_blur)
-            core *= np.float32(min(target_shape.trust, source_state.shape.trust))
         coverage = np.asarray(
             cv2.erode(warp.coverage.astype(np.float32), np.ones((3, 3), np.uint8)), np.float32
         )
@@ -400,7 +401,7 @@ class MeshWarpBackend:
                 source_state.grayscale,
                 self.tuning.detail_gain,
                 mid,
-                None if core is None else core[rows, cols],
+                None if side.core is None else side.core[rows, cols],
             )
         else:
             inside[...] = transfer_colour(
