@@ -9,7 +9,7 @@ from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_debugger import FaceDebugger
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.blend import feather_blend
-from facegate.engine.swap.color import is_grayscale
+from facegate.engine.swap.color import Shading, is_grayscale, match_lighting
 from facegate.engine.swap.geometry import rasterise_ids, signed_areas, triangle_affines
 from facegate.engine.swap.masks import face_mask, keep_mask, openness, trimmed_oval
 from facegate.engine.swap.symmetry import (
@@ -18,7 +18,7 @@ from facegate.engine.swap.symmetry import (
     choose_mirrored,
     usable_triangles,
 )
-from facegate.engine.swap.warp import warp_face
+from facegate.engine.swap.warp import mesh_maps, warp_face
 from facegate.engine.types import Face
 
 
@@ -105,6 +105,52 @@ def test_triangles_a_turned_source_does_not_show_stay_uncovered() -> None:
     assert not (kept.ids == tri).any()
     assert kept.coverage.sum() < shown.coverage.sum()
     assert (kept.coverage == (kept.ids >= 0)).all()
+
+
+def test_pasting_a_warp_is_its_sample_where_covered() -> None:
+    # The reshaped target is remapped straight into its background: covered pixels take the
+    # warp's samples (the same as a sample onto a blank region), the others keep theirs.
+    points = synthetic_face()
+    moved = points.copy()
+    moved[:, 0] += 3.0
+    rng = np.random.default_rng(2)
+    image = rng.integers(0, 256, (400, 400, 3), dtype=np.uint8)
+    background = rng.integers(0, 256, (400, 400, 3), dtype=np.uint8)
+    maps, _ = mesh_maps(points, None, moved, (400, 400))
+    out = background.copy()
+    maps.paste(image, out)
+    covered = warp_face(image, points, None, moved, (400, 400)).coverage
+    assert covered.sum() > 10_000
+    assert np.array_equal(out[covered], maps.sample(image)[covered])
+    assert np.array_equal(out[~covered], background[~covered])
+
+
+def test_match_lighting_on_a_window_is_the_whole_cropped() -> None:
+    # The swap matches the lighting only on the window where its mask is non-zero: with the
+    # skin inside that window, the result there is the whole region's, to the bit.
+    rng = np.random.default_rng(3)
+
+    def lab() -> np.ndarray:
+        return rng.normal(0.0, 5.0, (60, 80, 3)).astype(np.float32)
+
+    base = lab() + np.array([60.0, 10.0, 15.0], np.float32)
+    shading = Shading(high=lab(), base=base, mid=lab())
+    detail, mid = lab(), lab()
+    core = rng.uniform(0.0, 1.0, (60, 80)).astype(np.float32)
+    skin = np.zeros((60, 80), np.float32)
+    skin[20:40, 25:60] = 1.0
+    whole = match_lighting(detail, shading, skin, False, (0.85, 1.5), mid, core)
+    rows, cols = slice(15, 45), slice(20, 70)
+    window = match_lighting(
+        detail[rows, cols],
+        shading.crop(rows, cols),
+        skin[rows, cols],
+        False,
+        (0.85, 1.5),
+        mid[rows, cols],
+        core[rows, cols],
+    )
+    assert np.array_equal(window, whole[rows, cols])
 
 
 def test_face_mask_trims_forehead_and_stays_in_oval() -> None:
