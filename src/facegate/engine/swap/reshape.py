@@ -212,5 +212,5 @@ def reshaped_target(
     shape = (image.shape[0], image.shape[1])
     maps, _ = mesh_maps(points, None, moved, shape, raster)
     out = (image if background is None else background).copy()
-    maps.paste(image, out)  # the mesh lies inside the region: no covered pixel is lost
+    maps.paste(image, out)
     return out

@@ -57,9 +57,10 @@ class MeshMaps:
         return image
 
     def paste(self, source: npt.NDArray[Any], onto: npt.NDArray[Any]) -> None:
-        """``source`` warped onto ``onto`` (an image of the region), in place, where covered.
-        Covered pixels must sample at least a pixel inside the source's last row and column
-        (the mesh lies inside it), as a target region's own mesh does."""
+        """``source`` warped onto ``onto`` (an image of the region), in place, where covered
+        (one remap, no region-sized copy). A covered pixel whose sample falls outside the
+        source (within a pixel of its last row or column, or beyond: a folded triangle's)
+        keeps ``onto``'s value, where :meth:`sample` gives black."""
         x0, y0, x1, y1 = self.window
         cv2.remap(
             source,
