@@ -15,6 +15,7 @@ from facegate.engine.errors import InvalidOptions, SourceUnusable
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.processors.base import JobContext
 from facegate.engine.processors.face_swapper import FaceSwapper, FaceSwapperOptions
+from facegate.engine.swap import mesh_warp
 from facegate.engine.swap.color import is_grayscale
 from facegate.engine.swap.mesh_warp import (
     BEFORE_IDENTITY,
@@ -22,6 +23,7 @@ from facegate.engine.swap.mesh_warp import (
     MeshWarpSource,
     Tuning,
 )
+from facegate.engine.swap.outline import Displacement
 from facegate.engine.swap.reshape import reshaped_points
 from facegate.engine.types import Face, Frame
 
@@ -256,6 +258,32 @@ def test_a_busy_helper_leaves_the_target_side_to_the_caller(
     assert blocker.result() is True
     assert np.array_equal(busy, free)
     assert not np.array_equal(free, target)
+
+
+def test_a_swap_failing_before_its_raster_leaves_the_helper_free(
+    photos: dict[str, tuple[Frame, Face]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The helper's target side waits for the caller's raster of the mesh: when the caller
+    # fails before it (here: displacing the full-size region), the helper must be told, not
+    # left waiting (every later swap would then find it busy).
+    backend = MeshWarpBackend()
+    options = FaceSwapperOptions()
+    (source, source_face), (target, target_face) = photos[SINGLE[0]], photos[SINGLE[5]]
+    state = backend.prepare_source([source_face], [source], options)
+    caller = threading.current_thread()
+    displaced = mesh_warp.displaced
+
+    def failing_here(image: Frame, displacement: Displacement) -> Frame:
+        if threading.current_thread() is caller:
+            raise MemoryError("no room for the full-size region")
+        return displaced(image, displacement)
+
+    monkeypatch.setattr(mesh_warp, "displaced", failing_here)
+    with pytest.raises(MemoryError):
+        backend.swap_face(target.copy(), state, target_face, options)
+    helper = backend._helper_pool()
+    assert helper is not None
+    assert helper.submit(lambda: "free").result(timeout=10) == "free"
 
 
 @pytest.mark.parametrize(

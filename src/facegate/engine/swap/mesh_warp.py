@@ -332,13 +332,13 @@ class MeshWarpBackend:
         # The mesh's raster, shared by both warps onto it (the target side's reshape waits).
         rastered: Future[MeshRaster] = Future()
         pending = helper.submit(target_side) if helper is not None else None
-        # The full-size region first: one long OpenCV call, during which the helper thread
-        # gets the interpreter to start its own (the raster below is a Python loop).
-        if displacement is not None and scaled:
-            base = displaced(full_target, displacement)
         try:
+            # The full-size region first: one long OpenCV call, during which the helper
+            # thread gets the interpreter to start its own (the raster is a Python loop).
+            if displacement is not None and scaled:
+                base = displaced(full_target, displacement)
             rastered.set_result(mesh_raster(points, shape))
-        except BaseException as error:  # the helper must not wait for it forever
+        except BaseException as error:  # the helper must not wait for the raster forever
             rastered.set_exception(error)
             raise
         raster = rastered.result()
