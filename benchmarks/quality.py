@@ -54,7 +54,9 @@ TUNED = [
     "elderly_woman_glasses_frontal.jpg",
 ]
 #: The tuning with the target's outline kept (``first pass``), measured beside the default.
-FIRST_PASS = replace(Tuning(), outline=0.0, low_pass=0.035, detail_gain=DETAIL_GAIN)
+FIRST_PASS = replace(
+    Tuning(), outline=0.0, low_pass=0.035, detail_gain=DETAIL_GAIN, max_source_turn=90.0
+)
 #: The before/after sheet (--docs-sheet; docs/identity_before_after.jpg is this sheet): only
 #: the photos whose sources put them in the public domain or under an open licence that covers
 #: the image (SOURCES.md): the NASA astronaut portrait, the camera man (CC0) and the US Navy
@@ -241,7 +243,7 @@ def measure(
         frame, face = photos[target]
         if isinstance(states[source], SourceUnusable):
             results.append(refused_pair(source, target, descriptors))
-            tiles[source, target] = refused_tile(tile(frame, face))
+            tiles[source, target] = refused_tile()
             continue
         out, best, vector = swap_pair(tools, backend, options, states[source], photos[target])
         tiles[source, target] = tile(out, face)
@@ -281,11 +283,10 @@ def refused_pair(source: str, target: str, descriptors: dict[str, FloatArray]) -
     return Pair(source, target, True, nan, nan, nan, nan, nan, d_pair, 0.0, d_pair, refused=True)
 
 
-def refused_tile(target: Frame) -> Frame:
-    """The target as the user gets it back (unchanged), greyed and marked "refused"."""
-    shown = np.asarray(
-        cv2.addWeighted(target, 0.35, np.full_like(target, 255), 0.65, 0.0), np.uint8
-    )
+def refused_tile() -> Frame:
+    """A refused pair's tile: no result (the user gets the target back as it was), so a grey
+    tile that says so; the sheets show swap results only, never a photo as is."""
+    shown = np.full((TILE, TILE, 3), 200, np.uint8)
     cv2.putText(shown, "refused", (8, TILE // 2), cv2.FONT_HERSHEY_SIMPLEX, 0.8, (0, 0, 200), 2)
     return shown
 
