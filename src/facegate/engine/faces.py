@@ -79,7 +79,8 @@ FACE_ORDERS: tuple[str, ...] = get_args(FaceOrder)
 
 @dataclass(frozen=True)
 class AnalyserOptions:
-    """How faces are found. Defaults are the set-up measured in ENGINE-NOTES (42 of 42 faces)."""
+    """How faces are found. Defaults are the set-up measured in ENGINE-NOTES (42 of 42 faces),
+    with tiles about square on wide frames (``tile_grid``) where it used 2×2."""
 
     min_score: float = 0.5
     min_size: float = 0.0  # px, the shorter side of the box
