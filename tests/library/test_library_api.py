@@ -19,7 +19,9 @@ from tests.api.jobhelpers import DEBUG_TENANT_POLICY, is_problem, photo, wait_te
 
 from dbkit import drop_database, fresh_database
 from facegate.database import create_engine_from_url, session_scope, utcnow
+from facegate.engine.swap.mesh_warp import Tuning
 from facegate.jobs.runtime import tenant_store_for
+from facegate.library.tables import LibraryFace
 from facegate.storage.tables import StoredObject
 from facegate.worker.embedded import workers_service
 
@@ -169,6 +171,48 @@ async def test_a_saved_face_is_used_by_jobs_and_deleted_with_all_it_derived(
             assert events[action]["actor"].startswith("key:"), action
             assert events[action]["tenant_id"] == "studio"
         assert events["face.delete"]["details"]["objects"] == 2
+
+
+async def test_each_face_says_whether_the_builtin_swapper_can_use_it(
+    make_client: Any, database_url: str
+) -> None:
+    """A profile (turned ~53°) is saved, but marked as one the built-in swapper refuses;
+    a frontal face is marked usable; a face saved before the angle was recorded says
+    neither (null)."""
+    limit = Tuning().max_source_turn
+    async with make_client(database_url=database_url) as h:
+        h.create_tenant("studio", **DEBUG_TENANT_POLICY)
+        director = h.headers("studio", DIRECTOR)
+        profile_image = photo("man_profile_grayscale_occluded.png", width=512)
+        profile = await save(h, director, profile_image, "Profile")
+        assert profile.status_code == 201, profile.text
+        frontal = await save(h, director, photo(width=320), "Frontal")
+        assert frontal.status_code == 201, frontal.text
+        older = (await save(h, director, photo(width=320), "Older")).json()
+        with session_scope(h.state.session_factory) as session:
+            session.get_one(LibraryFace, uuid.UUID(older["id"])).turned = None
+
+        saved = {"Profile": profile.json(), "Frontal": frontal.json()}
+        assert 50 <= saved["Profile"]["turned"] <= 56  # the photo's 53°
+        assert saved["Profile"]["builtin_swap_usable"] is False
+        assert 0 <= saved["Frontal"]["turned"] <= 20
+        assert saved["Frontal"]["builtin_swap_usable"] is True
+        for face in saved.values():
+            assert face["turned"] == round(face["turned"], 1)
+            assert face["builtin_swap_max_turn"] == limit
+        assert saved["Profile"]["turned"] > limit >= saved["Frontal"]["turned"]
+
+        listed = {
+            f["name"]: f for f in (await h.client.get("/v1/faces/library", headers=director)).json()
+        }
+        fields = ("turned", "builtin_swap_usable", "builtin_swap_max_turn")
+        for name, face in saved.items():
+            assert {k: listed[name][k] for k in fields} == {k: face[k] for k in fields}
+            read = (await h.client.get(f"/v1/faces/library/{face['id']}", headers=director)).json()
+            assert {k: read[k] for k in fields} == {k: face[k] for k in fields}
+        assert listed["Older"]["turned"] is None
+        assert listed["Older"]["builtin_swap_usable"] is None
+        assert listed["Older"]["builtin_swap_max_turn"] == limit
 
 
 async def test_consent_is_recorded_with_the_face_and_travels_with_it(make_client: Any) -> None:

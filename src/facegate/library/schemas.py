@@ -8,9 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    computed_field,
+)
 
 from facegate.consent.schemas import ConsentRef
+from facegate.engine.swap.mesh_warp import Tuning
 from facegate.errors import InvalidInput
 
 Label = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
@@ -44,11 +52,31 @@ class FaceOut(BaseModel):
     face_order: str
     face_box: list[float]
     embedding_kind: str
+    turned: float | None = Field(
+        description="How far the face is turned from the camera: the larger of its yaw and "
+        "pitch, in degrees (null: saved before this was recorded)"
+    )
     consent: ConsentRef | None
     image_sha256: str
     created_by: str
     created_at: datetime
     updated_at: datetime
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="The most a source face may be turned (degrees) for the built-in swapper "
+        "(mesh_warp), which refuses one turned further (source-unusable)"
+    )
+    @property
+    def builtin_swap_max_turn(self) -> float:
+        return Tuning().max_source_turn
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Whether the built-in swapper can use this face as a source (turned at "
+        "most builtin_swap_max_turn); null when the angle is unknown"
+    )
+    @property
+    def builtin_swap_usable(self) -> bool | None:
+        return None if self.turned is None else Tuning().takes_source(self.turned)
 
 
 class FaceUpdate(BaseModel):

@@ -21,6 +21,7 @@ from facegate.engine.faces import sort_faces
 from facegate.engine.identity import LEARNED
 from facegate.engine.image import ImageLimits, encode_image, load_image
 from facegate.engine.runtime import EngineRuntime
+from facegate.engine.swap.reshape import face_shape
 from facegate.engine.types import Face, Frame
 from facegate.errors import Forbidden, InvalidInput, NotFound
 from facegate.library.repository import LibraryRepository
@@ -59,7 +60,8 @@ class FaceUpload:
 @dataclass(frozen=True)
 class AnalysedFace:
     """What saving a face computes once, before any transaction: the image's format and
-    size, the chosen face's box, its embedding and the prepared source."""
+    size, the chosen face's box, its embedding, how far it is turned (degrees) and the
+    prepared source."""
 
     content_type: str
     width: int
@@ -67,6 +69,7 @@ class AnalysedFace:
     box: list[float]
     embedding: list[float]
     embedding_kind: str
+    turned: float
     prepared: bytes
 
 
@@ -113,6 +116,7 @@ class LibraryService:
             box=[round(float(v), 1) for v in chosen.box],
             embedding=[round(float(v), 6) for v in chosen.embedding],
             embedding_kind=LEARNED if learned else "geometric",
+            turned=round(face_shape(chosen.landmarks).turned, 1),
             prepared=encode_image(prepared_source(loaded.frame, chosen), "png"),
         )
 
@@ -147,6 +151,7 @@ class LibraryService:
             face_box=analysed.box,
             embedding=analysed.embedding,
             embedding_kind=analysed.embedding_kind,
+            turned=analysed.turned,
             created_by=principal.actor[:200],
             created_at=utcnow(),
             updated_at=utcnow(),

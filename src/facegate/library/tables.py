@@ -1,5 +1,6 @@
-"""The ``library_faces`` table (migration ``0014_face_library``). The image and the
-prepared source live in the tenant's storage (``tenants/<t>/faces/<id>/image|face``)."""
+"""The ``library_faces`` table (migrations ``0014_face_library``, ``0019_library_face_turned``).
+The image and the prepared source live in the tenant's storage
+(``tenants/<t>/faces/<id>/image|face``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Uuid
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from facegate.database import Base, UtcDateTime, utcnow
@@ -38,6 +39,9 @@ class LibraryFace(Base):
     # the geometric one: ``embedding_kind`` says which).
     embedding: Mapped[list[float]] = mapped_column(JSON, nullable=False)
     embedding_kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    # How far it is turned from the camera (degrees, the larger of |yaw| and |pitch|, one
+    # decimal: ``reshape.Shape.turned``); None for faces saved before it was recorded.
+    turned: Mapped[float | None] = mapped_column(Float, default=None)
     # The consent attestation (consent.schemas.ConsentRef) recorded with it, if any.
     consent: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     created_by: Mapped[str] = mapped_column(String(200), nullable=False)

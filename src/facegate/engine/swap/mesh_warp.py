@@ -95,6 +95,11 @@ class Tuning:
     max_source_turn: float = 45.0
     detail_gain: tuple[float, float] = (0.85, 1.5)
 
+    def takes_source(self, turned: float) -> bool:
+        """Whether a source face turned ``turned`` degrees (``reshape.Shape.turned``) is
+        used, not refused."""
+        return turned <= self.max_source_turn
+
 
 #: The baseline ``benchmarks/quality.py`` measures beside the default tuning in the same run:
 #: one split at 3.5 % of the face height, no reshape, the target's eyes (most results are
@@ -200,7 +205,7 @@ class MeshWarpBackend:
         # take the largest face among those turned little enough to show the whole face.
         shapes = [face_shape(face.landmarks) for face in source_faces]
         limit = self.tuning.max_source_turn
-        usable = [i for i, shape in enumerate(shapes) if shape.turned <= limit]
+        usable = [i for i, shape in enumerate(shapes) if self.tuning.takes_source(shape.turned)]
         if not usable:
             turned = min(shape.turned for shape in shapes)
             raise SourceUnusable(
