@@ -41,7 +41,7 @@ function faceRow(face) {
     face.consent ? " · consent recorded" : "");
   const actions = h("div", { class: "face-actions" });
   const row = h("li", { class: "saved-face", id: `face-${face.id}`, dataset: { name: face.name } },
-    h("div", { class: "face-text" }, name, labels, facts), actions);
+    h("div", { class: "face-text" }, name, labels, facts, turnWarning(face)), actions);
   if (can("faces:write")) {
     actions.append(h("button", {
       type: "button", class: "secondary face-rename", "aria-label": `Rename ${face.name}`,
@@ -55,6 +55,15 @@ function faceRow(face) {
     }, "Delete"));
   }
   return row;
+}
+
+/** A face the built-in swapper refuses (turned past its limit, both from the API): jobs
+ * with it would fail (source-unusable), so say so where the face is listed. */
+function turnWarning(face) {
+  if (face.builtin_swap_usable !== false) return null;
+  return h("span", { class: "face-warning small", role: "note" },
+    `Turned ${Math.round(face.turned)}° — the built-in swapper needs a face turned at most `
+      + `${face.builtin_swap_max_turn}°.`);
 }
 
 function startRename(row, face) {
