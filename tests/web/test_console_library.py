@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from consolehelpers import screenshot, sign_in
+from consolehelpers import no_horizontal_scroll, screenshot, sign_in
 from playwright.sync_api import expect
 from tests.testdata import FACES
 
@@ -80,3 +80,6 @@ def test_a_face_the_builtin_swapper_refuses_shows_a_warning(
     expect(frontal.locator(".face-warning")).to_have_count(0)
     if role == "director":
         screenshot(page, "library-turned-warning")
+        page.set_viewport_size({"width": 390, "height": 800})  # a phone: the warning wraps
+        expect(warning).to_be_visible()
+        assert no_horizontal_scroll(page)
