@@ -6,6 +6,7 @@ faces into a job's sources."""
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,7 +117,8 @@ class LibraryService:
             box=[round(float(v), 1) for v in chosen.box],
             embedding=[round(float(v), 6) for v in chosen.embedding],
             embedding_kind=LEARNED if learned else "geometric",
-            turned=round(face_shape(chosen.landmarks).turned, 1),
+            # Rounded up to a tenth: a face the swapper refuses (45.04°) never reads as usable.
+            turned=math.ceil(face_shape(chosen.landmarks).turned * 10) / 10,
             prepared=encode_image(prepared_source(loaded.frame, chosen), "png"),
         )
 
