@@ -4,6 +4,7 @@
 
 import { ApiError, api, apiBlob, upload } from "./api.js";
 import { $, announce, flashMessage, formatTime, h, showError } from "./dom.js";
+import { turnWarning } from "./library.js";
 import { showTemplates } from "./templates.js";
 
 const POLL_MS = 1000;
@@ -24,9 +25,10 @@ export async function showBatches(identity) {
 
 async function fillForm(faces) {
   $("#batch-faces-field").hidden = faces.length === 0;
-  $("#batch-faces").replaceChildren(...faces.map((face) => h("label", { class: "check" },
-    h("input", { type: "checkbox", name: "batch-face", value: face.id, dataset: { name: face.name } }),
-    ` ${face.name}`)));
+  $("#batch-faces").replaceChildren(...faces.flatMap((face) => {
+    const box = h("input", { type: "checkbox", name: "batch-face", value: face.id, dataset: { name: face.name } });
+    return [h("label", { class: "check" }, box, ` ${face.name}`), turnWarning(face, box)];
+  }).filter(Boolean));
   const templates = can("templates:read") ? await api("/v1/templates") : [];
   const select = $("#batch-template");
   select.replaceChildren(select.options[0],

@@ -57,13 +57,23 @@ function faceRow(face) {
   return row;
 }
 
+let warnings = 0; // numbers the ids of warnings that describe a control
+
 /** A face the built-in swapper refuses (turned past its limit, both from the API): jobs
- * with it would fail (source-unusable), so say so where the face is listed. */
-function turnWarning(face) {
+ * with it would fail (source-unusable), so say so wherever the face is listed or picked.
+ * ``control`` (a face picker's checkbox), when given, is described by the warning, so a
+ * screen reader reads it with the choice; the choice stays open (an installed ONNX swapper
+ * may take the face). Null for a face the built-in swapper takes or that was never measured. */
+export function turnWarning(face, control = null) {
   if (face.builtin_swap_usable !== false) return null;
-  return h("span", { class: "face-warning small", role: "note" },
+  const warning = h("span", { class: "face-warning small", role: "note" },
     `Turned ${Math.round(face.turned)}° — the built-in swapper needs a face turned at most `
       + `${face.builtin_swap_max_turn}°.`);
+  if (control) {
+    warning.id = `turn-warning-${(warnings += 1)}`;
+    control.setAttribute("aria-describedby", warning.id);
+  }
+  return warning;
 }
 
 function startRename(row, face) {

@@ -3,6 +3,7 @@
 
 import { api } from "./api.js";
 import { $, announce, flashMessage, h, showError } from "./dom.js";
+import { turnWarning } from "./library.js";
 
 let me = null;
 let changed = () => {};
@@ -35,7 +36,8 @@ function faceChoice(face) {
   });
   return h("div", { class: "template-face" },
     h("label", { class: "check" }, box, ` ${face.name}`),
-    h("label", { class: "check small" }, "onto target face", target));
+    h("label", { class: "check small" }, "onto target face", target),
+    turnWarning(face, box));
 }
 
 /** face name -> target face index (from 0) of the ticked faces given a place, or an error. */
