@@ -39,14 +39,18 @@ class OnceCache(Generic[V]):
                 self.misses += 1
             try:
                 value = compute()
-            finally:
+            except BaseException:
                 with self._lock:
                     self._busy.pop(key, None)
+                raise
+            # Kept before the key stops being busy: a caller arriving in between would
+            # otherwise find neither and compute it again.
             with self._lock:
                 self._values[key] = value
                 self._values.move_to_end(key)
                 while len(self._values) > self.max_entries:
                     self._values.popitem(last=False)
+                self._busy.pop(key, None)
             return value
 
     def _hit(self, key: Hashable) -> V:
