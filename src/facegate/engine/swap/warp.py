@@ -43,17 +43,8 @@ class MeshMaps:
     def sample(self, source: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``source`` (any image with the landmarks' geometry: the face, or a layer of its
         detail) warped onto the region: the region's size, 0 where uncovered."""
-        x0, y0, x1, y1 = self.window
         image = np.zeros(self.shape + source.shape[2:], source.dtype)
-        # Written straight into the window of the region-sized result.
-        cv2.remap(
-            source,
-            self.map_x,
-            self.map_y,
-            cv2.INTER_LINEAR,
-            dst=image[y0:y1, x0:x1],
-            borderMode=cv2.BORDER_CONSTANT,
-        )
+        self._remap(source, image, cv2.BORDER_CONSTANT)
         return image
 
     def paste(self, source: npt.NDArray[Any], onto: npt.NDArray[Any]) -> None:
@@ -61,6 +52,10 @@ class MeshMaps:
         (one remap, no region-sized copy). A covered pixel whose sample falls outside the
         source (within a pixel of its last row or column, or beyond: a folded triangle's)
         keeps ``onto``'s value, where :meth:`sample` gives black."""
+        self._remap(source, onto, cv2.BORDER_TRANSPARENT)
+
+    def _remap(self, source: npt.NDArray[Any], onto: npt.NDArray[Any], border: int) -> None:
+        """One remap written straight into the window of ``onto`` (region-sized)."""
         x0, y0, x1, y1 = self.window
         cv2.remap(
             source,
@@ -68,7 +63,7 @@ class MeshMaps:
             self.map_y,
             cv2.INTER_LINEAR,
             dst=onto[y0:y1, x0:x1],
-            borderMode=cv2.BORDER_TRANSPARENT,
+            borderMode=border,
         )
 
 
