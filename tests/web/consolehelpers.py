@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 from playwright.sync_api import expect
 from tests.testdata import FACES
 
@@ -14,6 +15,32 @@ SCREENSHOTS = ROOT / "test-output" / "console"
 # copies of these screenshots in docs/ have the result preview pixelated.
 SOURCE_PHOTO = FACES / "woman_astronaut_frontal.jpg"
 TARGET_PHOTO = FACES / "elderly_woman_glasses_frontal.jpg"
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def tenant_with_role_keys(
+    server: Any, tenant: str, roles: tuple[str, ...], policy: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """A new tenant (through the admin API, with ``policy`` when given) and a key per role,
+    named after it: role → token."""
+    admin = auth(server.admin_key)
+    body: dict[str, Any] = {"id": tenant} if policy is None else {"id": tenant, "policy": policy}
+    created = httpx.post(f"{server.url}/v1/admin/tenants", headers=admin, json=body, timeout=30)
+    assert created.status_code == 201, created.text
+    tokens = {}
+    for role in roles:
+        key = httpx.post(
+            f"{server.url}/v1/admin/tenants/{tenant}/keys",
+            headers=admin,
+            json={"name": role, "scopes": [role]},
+            timeout=30,
+        )
+        assert key.status_code == 201, key.text
+        tokens[role] = key.json()["token"]
+    return tokens
 
 
 def screenshot(page: Any, name: str) -> Path:

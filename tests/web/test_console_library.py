@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from consolehelpers import no_horizontal_scroll, screenshot, sign_in
+from consolehelpers import auth, no_horizontal_scroll, screenshot, sign_in, tenant_with_role_keys
 from playwright.sync_api import expect
 from tests.testdata import FACES
 
@@ -21,29 +21,11 @@ pytestmark = [pytest.mark.browser]
 TENANT = "library-web"
 
 
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
 @pytest.fixture(scope="module")
 def keys(server: Any) -> dict[str, str]:
     """A tenant with a director's and an editor's key, and a profile and a frontal face
     saved through the API."""
-    admin = auth(server.admin_key)
-    created = httpx.post(
-        f"{server.url}/v1/admin/tenants", headers=admin, json={"id": TENANT}, timeout=30
-    )
-    assert created.status_code == 201, created.text
-    tokens = {}
-    for role in ("director", "editor"):
-        key = httpx.post(
-            f"{server.url}/v1/admin/tenants/{TENANT}/keys",
-            headers=admin,
-            json={"name": role, "scopes": [role]},
-            timeout=30,
-        )
-        assert key.status_code == 201, key.text
-        tokens[role] = key.json()["token"]
+    tokens = tenant_with_role_keys(server, TENANT, ("director", "editor"))
     for name, photo in (
         ("Profile", "man_profile_grayscale_occluded.png"),
         ("Frontal", "woman_astronaut_frontal.jpg"),

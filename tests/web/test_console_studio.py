@@ -16,7 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-from consolehelpers import no_horizontal_scroll, screenshot, sign_in, sign_out
+from consolehelpers import (
+    auth,
+    no_horizontal_scroll,
+    screenshot,
+    sign_in,
+    sign_out,
+    tenant_with_role_keys,
+)
 from PIL import Image
 from playwright.sync_api import expect
 from tests.testdata import FACES
@@ -40,32 +47,11 @@ def small_photo(name: str, folder: Path, width: int = 240) -> Path:
     return path
 
 
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
 @pytest.fixture(scope="module")
 def keys(server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A tenant with a key per role, one saved face and one finished batch (through the API)."""
-    admin = auth(server.admin_key)
     policy = {"allowed_processors": ["face_swapper", "face_debugger"], "max_concurrent_jobs": 2}
-    created = httpx.post(
-        f"{server.url}/v1/admin/tenants",
-        headers=admin,
-        json={"id": TENANT, "policy": policy},
-        timeout=30,
-    )
-    assert created.status_code == 201, created.text
-    tokens = {}
-    for role in ROLES:
-        key = httpx.post(
-            f"{server.url}/v1/admin/tenants/{TENANT}/keys",
-            headers=admin,
-            json={"name": role, "scopes": [role]},
-            timeout=30,
-        )
-        assert key.status_code == 201, key.text
-        tokens[role] = key.json()["token"]
+    tokens = tenant_with_role_keys(server, TENANT, ROLES, policy)
     folder = tmp_path_factory.mktemp("studio-photos")
     source = small_photo("woman_a_selfie_frontal_01.jpg", folder).read_bytes()
     face = httpx.post(
