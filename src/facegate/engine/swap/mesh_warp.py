@@ -204,10 +204,9 @@ class MeshWarpBackend:
         # One texture is mapped, so several photos of one person can't be averaged here:
         # take the largest face among those turned little enough to show the whole face.
         shapes = [face_shape(face.landmarks) for face in source_faces]
-        limit = self.tuning.max_source_turn
         usable = [i for i, shape in enumerate(shapes) if self.tuning.takes_source(shape.turned)]
         if not usable:
-            turned = min(shape.turned for shape in shapes)
+            turned, limit = min(shape.turned for shape in shapes), self.tuning.max_source_turn
             raise SourceUnusable(
                 f"the source face is turned {turned:.0f}° from the camera; the built-in swapper "
                 f"needs one turned at most {limit:.0f}° (it maps the source's own pixels, and "
