@@ -3,6 +3,7 @@ table, policy at the door, idempotency, cancel, and bad uploads that leave nothi
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from typing import Any
@@ -20,6 +21,7 @@ from jobhelpers import (
     submit,
     wait_terminal,
 )
+from PIL import Image
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -124,8 +126,13 @@ async def test_policy_at_the_door_refuses_and_stores_nothing(make_client: Any) -
         )
         model = debug_options(processor_options={"face_debugger": {"model": "inswapper_128"}})
         await refused(await submit(h.client, headers, data=model), 403, "inswapper_128")
-        big = photo(width=1400)
-        await refused(await submit(h.client, headers, target=big), 422, "max_output_resolution")
+        # Over 720p but small in bytes: the queue cap and quota are checked before the
+        # decode (the cheapest refusal first), so a big photo would get the 507 below.
+        big = io.BytesIO()
+        Image.new("RGB", (1400, 1000), (90, 90, 90)).save(big, "JPEG")
+        await refused(
+            await submit(h.client, headers, target=big.getvalue()), 422, "max_output_resolution"
+        )
         heavy = photo(width=700)
         await refused(await submit(h.client, headers, target=heavy), 507, "storage_quota_bytes")
         bad = {"options": "{not json"}
@@ -142,7 +149,11 @@ async def test_policy_at_the_door_refuses_and_stores_nothing(make_client: Any) -
         assert len(stored_files(h.state)) == 1  # the accepted job's target only
 
 
-async def test_a_submission_reads_the_tenants_storage_usage_once(make_client: Any) -> None:
+async def test_a_submission_reads_the_tenants_storage_usage_once_per_step(
+    make_client: Any,
+) -> None:
+    """Once before its inputs are decoded (a refused request decodes and writes nothing)
+    and once in its write transaction; never once per input."""
     statements: list[str] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
@@ -153,12 +164,12 @@ async def test_a_submission_reads_the_tenants_storage_usage_once(make_client: An
         headers = h.headers("metered")
         event.listen(Engine, "before_cursor_execute", record)
         try:
-            response = await submit(h.client, headers)
+            response = await submit(h.client, headers, sources=[photo(), photo()])
         finally:
             event.remove(Engine, "before_cursor_execute", record)
         assert response.status_code == 202, response.text
     usage_reads = [s for s in statements if "sum(stored_objects.size_bytes)" in s]
-    assert len(usage_reads) == 1
+    assert len(usage_reads) == 2
 
 
 async def test_idempotency_key_returns_the_same_job(make_client: Any) -> None:

@@ -44,9 +44,10 @@ def request_inputs(
     face_ids: Sequence[uuid.UUID] | None,
     sources: Sequence[UploadFile] | None,
 ) -> RequestInputs:
-    """Resolve the submission in ``session`` (the route's write transaction), then read the
-    uploaded ``sources``; the saved faces' images stand in for them when the request or its
-    template names faces."""
+    """Resolve the submission in ``session`` (the route's read-only transaction: nothing
+    here writes, and the write transaction comes after the inputs are decoded), then read
+    the uploaded ``sources``; the saved faces' images stand in for them when the request or
+    its template names faces."""
     asked = resolve_inputs(
         session,
         store,

@@ -18,15 +18,22 @@ from facegate.api.submission import request_inputs
 from facegate.batches.archive import ArchiveEntry, archive_chunks
 from facegate.batches.repository import BatchRepository
 from facegate.batches.schemas import BatchOut, BatchSummary
-from facegate.batches.service import MAX_BATCH_ITEMS, BatchService, BatchSubmission
+from facegate.batches.service import (
+    MAX_BATCH_ITEMS,
+    BatchService,
+    BatchSubmission,
+    SubmittedBatch,
+    prepare_batch,
+)
 from facegate.database import session_scope
 from facegate.errors import Conflict
 from facegate.jobs.observe import audit_submission, observe_submitted
 from facegate.jobs.runtime import tenant_store_for, write_sessions
+from facegate.jobs.service import store_inputs
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
-from facegate.templates.service import TemplateService
+from facegate.templates.service import TemplateService, TemplateUse
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], responses=PROBLEM_RESPONSES)
 
@@ -76,10 +83,12 @@ def submit_batch(
     state = get_state(request)
     store = tenant_store_for(state.settings)
     written: list[str] = []
+    # As a job's submission (facegate.jobs.service): nothing is decoded or written while
+    # the write transaction (SQLite's write lock) is open, which only checks and inserts.
     try:
-        with session_scope(write_sessions(state)) as write:
+        with session_scope(state.session_factory, read_only=True) as read:
             given = request_inputs(
-                write,
+                read,
                 store,
                 state.settings,
                 principal,
@@ -101,22 +110,17 @@ def submit_batch(
                 idempotency_key=idempotency_key,
                 written=written,
             )
-            submitted = BatchService(write, store).submit(submission, asked.policy)
-            if submitted.created:
-                for item in submitted.jobs:
-                    audit_submission(write, principal, item.job, item.input_hashes)
-                record_audit(
-                    write,
-                    principal,
-                    BATCH_SUBMIT,
-                    f"batch:{submitted.batch.id}",
-                    {"items": submitted.batch.total},
-                )
-                if asked.template is not None:
-                    TemplateService(write).audit_use(
-                        principal, asked.template, f"batch:{submitted.batch.id}"
-                    )
-            batch_id = submitted.batch.id
+            submitted = BatchService(read, store).precheck(submission, asked.policy)
+        if submitted is None:
+            prepared = prepare_batch(submission, asked.policy)
+            store_inputs(store, prepared.jobs)
+            with session_scope(write_sessions(state)) as write:
+                submitted = BatchService(write, store).submit(prepared, asked.policy)
+                if submitted.created:
+                    audit_batch(write, principal, submitted, asked.template)
+            if not submitted.created:  # an earlier submission committed meanwhile
+                store.delete_keys(written)
+        batch_id = submitted.batch.id
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)
@@ -147,6 +151,19 @@ def submit_batch(
         service = BatchService(read, store)
         batch = service.get(principal.tenant_id, batch_id)
         return BatchOut.of(batch, service.items(batch))
+
+
+def audit_batch(
+    session: Session, principal: Principal, submitted: SubmittedBatch, template: TemplateUse | None
+) -> None:
+    """The audit events of a new batch, in its transaction: each item's (a job's), the
+    batch's, and the template's use."""
+    for item in submitted.jobs:
+        audit_submission(session, principal, item.job, item.input_hashes)
+    target = f"batch:{submitted.batch.id}"
+    record_audit(session, principal, BATCH_SUBMIT, target, {"items": submitted.batch.total})
+    if template is not None:
+        TemplateService(session).audit_use(principal, template, target)
 
 
 @router.get("")

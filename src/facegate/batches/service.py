@@ -1,7 +1,9 @@
 """Batch rules: a submission becomes one job per target, all in the caller's transaction
 (each through the jobs service: the same checks, the tenant's queue cap counting every
 item, so a batch over it is refused whole), idempotent like a job; cancel asks each item to
-stop."""
+stop. A batch is submitted in the jobs service's three steps (facegate.jobs.service): its
+shared sources are decoded once and every target before the write transaction opens,
+which then only checks the queue cap and quota and inserts the rows."""
 
 from __future__ import annotations
 
@@ -18,7 +20,16 @@ from facegate.batches.tables import Batch, BatchItem
 from facegate.database import utcnow
 from facegate.errors import InvalidInput, NotFound
 from facegate.jobs.policy import JobOptions
-from facegate.jobs.service import JobService, Submission, Submitted, check_same_request
+from facegate.jobs.service import (
+    JobService,
+    PreparedJob,
+    Submission,
+    Submitted,
+    check_request,
+    check_same_request,
+    prepare_job,
+    verify_sources,
+)
 from facegate.jobs.tables import Job
 from facegate.library.schemas import JobSources
 from facegate.storage.tenant import TenantStore
@@ -52,6 +63,40 @@ class BatchSubmission:
             digest.update(hashlib.sha256(data).digest())
         return digest.hexdigest()
 
+    def item(self, target: bytes) -> Submission:
+        """The job submission of one target (the batch's sources, options and consent)."""
+        return Submission(
+            tenant_id=self.tenant_id,
+            sources=self.sources,
+            target=target,
+            options=self.options,
+            written=self.written,
+            consent=self.consent,
+            actor=self.actor,
+            library=self.library,
+        )
+
+    @property
+    def incoming_bytes(self) -> int:
+        """Every item stores its own copy of the sources beside its target."""
+        shared = sum(len(data) for data in self.sources)
+        return len(self.targets) * shared + sum(len(data) for data in self.targets)
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A batch whose inputs were decoded or probed (step 2), one prepared job per target."""
+
+    request: BatchSubmission
+    jobs: list[PreparedJob]
+
+
+def prepare_batch(request: BatchSubmission, policy: Policy) -> PreparedBatch:
+    """Step 2, in no transaction: the shared sources verified once, then each target."""
+    source_types = verify_sources(request.sources, policy)
+    items = [request.item(target) for target in request.targets]
+    return PreparedBatch(request, [prepare_job(item, policy, source_types) for item in items])
+
 
 @dataclass(frozen=True)
 class SubmittedBatch:
@@ -79,12 +124,13 @@ class BatchService:
             check_same_request(batch.request_sha256, fingerprint)
         return batch
 
-    def submit(self, request: BatchSubmission, policy: Policy) -> SubmittedBatch:
-        key = request.idempotency_key
-        if key is not None:
-            earlier = self.earlier(request.tenant_id, key, request.fingerprint)
-            if earlier is not None:
-                return SubmittedBatch(earlier, created=False)
+    def precheck(self, request: BatchSubmission, policy: Policy) -> SubmittedBatch | None:
+        """Step 1, in a read-only transaction: the earlier batch of a repeated
+        Idempotency-Key, else None once the batch meets the rules and its items together
+        fit the queue cap and quota (a batch over them is refused whole, unread)."""
+        earlier = self._earlier_batch(request)
+        if earlier is not None:
+            return earlier
         if not 1 <= len(request.targets) <= MAX_BATCH_ITEMS:
             raise InvalidInput(
                 f"a batch has 1 to {MAX_BATCH_ITEMS} targets, got {len(request.targets)}",
@@ -92,23 +138,22 @@ class BatchService:
                 limit="max_batch_items",
                 limit_value=MAX_BATCH_ITEMS,
             )
+        check_request(request.item(request.targets[0]), policy)  # the same for every item
         jobs = JobService(self.session, self.store)
-        submitted = [
-            jobs.submit(
-                Submission(
-                    tenant_id=request.tenant_id,
-                    sources=request.sources,
-                    target=target,
-                    options=request.options,
-                    written=request.written,
-                    consent=request.consent,
-                    actor=request.actor,
-                    library=request.library,
-                ),
-                policy,
-            )
-            for target in request.targets
-        ]
+        jobs.check_room(request.tenant_id, policy, len(request.targets), request.incoming_bytes)
+        return None
+
+    def submit(self, prepared: PreparedBatch, policy: Policy) -> SubmittedBatch:
+        """Step 3, in the caller's write transaction: the earlier batch, the queue cap and
+        the quota again, then the rows of every item and of the batch."""
+        request = prepared.request
+        earlier = self._earlier_batch(request)
+        if earlier is not None:
+            return earlier
+        jobs = JobService(self.session, self.store)
+        jobs.check_room(request.tenant_id, policy, len(prepared.jobs), request.incoming_bytes)
+        submitted = [jobs.add(one) for one in prepared.jobs]
+        key = request.idempotency_key
         batch = Batch(
             id=uuid.uuid4(),
             tenant_id=request.tenant_id,
@@ -124,6 +169,13 @@ class BatchService:
         ]
         self.batches.add(batch, items)
         return SubmittedBatch(batch, created=True, jobs=submitted)
+
+    def _earlier_batch(self, request: BatchSubmission) -> SubmittedBatch | None:
+        key = request.idempotency_key
+        if key is None:
+            return None
+        earlier = self.earlier(request.tenant_id, key, request.fingerprint)
+        return None if earlier is None else SubmittedBatch(earlier, created=False)
 
     def items(self, batch: Batch) -> list[tuple[BatchItem, Job]]:
         return self.batches.items(batch.tenant_id, batch.id)

@@ -32,7 +32,9 @@ from facegate.jobs.service import (
     JobService,
     Submission,
     Submitted,
+    prepare_job,
     request_fingerprint,
+    store_inputs,
 )
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
@@ -121,12 +123,14 @@ def submit_job(
     state = get_state(request)
     store = tenant_store_for(state.settings)
     written: list[str] = []
-    # One transaction from the policy read to the job's insert (on SQLite it holds the write
-    # lock from BEGIN: the queue-cap and quota checks then see no concurrent writer).
+    # The jobs service's three steps (facegate.jobs.service): the checks that read the
+    # database in a read-only transaction; the decoding, probing and object writes in none;
+    # then a short write transaction (on SQLite it holds the write lock from BEGIN: the
+    # queue-cap and quota checks see no concurrent writer) that only checks and inserts.
     try:
-        with session_scope(write_sessions(state)) as write:
+        with session_scope(state.session_factory, read_only=True) as read:
             given = request_inputs(
-                write,
+                read,
                 store,
                 state.settings,
                 principal,
@@ -147,13 +151,20 @@ def submit_job(
                 actor=principal.actor,
                 library=asked.library,
             )
-            submitted = JobService(write, store).submit(submission, asked.policy)
-            if submitted.created:
-                audit_submission(write, principal, submitted.job, submitted.input_hashes)
-                if asked.template is not None:
-                    TemplateService(write).audit_use(
-                        principal, asked.template, f"job:{submitted.job.id}"
-                    )
+            submitted = JobService(read, store).precheck(submission, asked.policy)
+        if submitted is None:
+            prepared = prepare_job(submission, asked.policy)
+            store_inputs(store, [prepared])
+            with session_scope(write_sessions(state)) as write:
+                submitted = JobService(write, store).submit(prepared, asked.policy)
+                if submitted.created:
+                    audit_submission(write, principal, submitted.job, submitted.input_hashes)
+                    if asked.template is not None:
+                        TemplateService(write).audit_use(
+                            principal, asked.template, f"job:{submitted.job.id}"
+                        )
+            if not submitted.created:  # an earlier submission committed meanwhile
+                store.delete_keys(written)
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)

@@ -1,14 +1,27 @@
 """Job rules: submission (policy at the door, validate before storing), cancel, lookups.
 
-Nothing is stored until every check has passed; the inputs and the job row are written in
-the caller's transaction, and the caller deletes the written objects if that transaction
-does not commit (``Submission.written``), so a refused request leaves nothing behind.
+A submission goes in three steps, so that no database lock is held while media is decoded
+or objects are written (one SQLite file serves every tenant's submissions and the workers):
+
+1. :meth:`JobService.precheck`, in a read-only transaction, cheapest first: an earlier
+   submission with the same Idempotency-Key, the request's rules (processors, sources,
+   consent), the queue cap and the storage quota; a refused request decodes nothing;
+2. outside any transaction: :func:`prepare_job` decodes every image and probes every
+   video, then :func:`store_inputs` writes the input objects;
+3. :meth:`JobService.submit` in the caller's write transaction: the earlier submission,
+   the queue cap and the quota again (another submission may have committed since), then
+   the rows only (consent, the objects' ledger, the job).
+
+The caller deletes the written objects when step 3 does not commit or finds an earlier
+submission (``Submission.written``); a process killed between steps 2 and 3 leaves objects
+without a ledger row, which the hourly sweep and ``facegate storage reconcile`` remove.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -26,7 +39,7 @@ from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.library.schemas import JobSources
 from facegate.mediatypes import media_type
 from facegate.storage.base import StorageQuotaExceeded
-from facegate.storage.tenant import TenantStore
+from facegate.storage.tenant import ObjectRef, TenantStore
 from facegate.tenancy.tables import Policy
 
 MAX_SOURCES = 16
@@ -56,6 +69,11 @@ class Submission:
         """sha256 of each input, sources then the target: hashed once per submission
         (the idempotency fingerprint and the stored inputs' audit both use them)."""
         return [hashlib.sha256(data).digest() for data in [*self.sources, self.target]]
+
+    @property
+    def incoming_bytes(self) -> int:
+        """What storing the inputs adds to the tenant's storage."""
+        return len(self.target) + sum(len(data) for data in self.sources)
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,126 @@ def request_fingerprint(request: Submission) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class Upload:
+    """One input object of a job: its name in the job's folder, bytes and content type."""
+
+    name: str
+    data: bytes
+    content_type: str
+
+
+@dataclass
+class PreparedJob:
+    """A submission whose inputs were decoded (images) or probed (videos), with the job
+    row to insert; ``stored``: its input objects, once written."""
+
+    request: Submission
+    job: Job
+    uploads: list[Upload]
+    hashes: dict[str, str]  # input name -> sha256 (the audit of sensitive jobs)
+    stored: list[ObjectRef] = field(default_factory=list)
+
+
+def check_request(request: Submission, policy: Policy) -> None:
+    """The rules on what a submission asks for, before any input is decoded: sound
+    processors, how many sources, consent where the policy requires it."""
+    spec = request.options.spec
+    validate_processors(spec)
+    if not 1 <= len(request.sources) <= MAX_SOURCES and "face_swapper" in spec.processors:
+        raise InvalidInput(
+            f"face_swapper needs 1 to {MAX_SOURCES} source images, got {len(request.sources)}",
+            code="invalid-options",
+        )
+    if len(request.sources) > MAX_SOURCES:
+        raise InvalidInput(f"at most {MAX_SOURCES} source images", code="invalid-options")
+    if request.library is None:
+        ConsentService.check(
+            request.consent, len(request.sources), policy.require_consent, spec.processors
+        )
+    else:
+        ConsentService.check_saved(
+            request.consent,
+            request.library.missing_consent,
+            policy.require_consent,
+            spec.processors,
+        )
+
+
+def input_limits(policy: Policy) -> ImageLimits:
+    return ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+
+
+def verify_sources(sources: Sequence[bytes], policy: Policy) -> list[str]:
+    """Decode each source image to prove it sound (the worker converts it when it runs);
+    their content types."""
+    limits = input_limits(policy)
+    return [media_type(verify_image(data, limits).format) for data in sources]
+
+
+def prepare_job(
+    request: Submission, policy: Policy, source_types: Sequence[str] | None = None
+) -> PreparedJob:
+    """Step 2 of a submission, in no transaction: decode or probe its inputs under the
+    policy's limits. ``source_types``: the sources were verified already (a batch verifies
+    its shared sources once for all its items)."""
+    if source_types is None:
+        source_types = verify_sources(request.sources, policy)
+    spec = request.options.spec
+    kind, target_type = _check_target(request.target, spec, policy, input_limits(policy))
+    uploads = [
+        Upload(f"source-{i}", data, content_type)
+        for i, (data, content_type) in enumerate(zip(request.sources, source_types, strict=True))
+    ]
+    uploads.append(Upload("target", request.target, target_type))
+    hashes = {
+        upload.name: digest.hex()
+        for upload, digest in zip(uploads, request.input_digests, strict=True)
+    }
+    job = Job(
+        id=uuid.uuid4(),
+        tenant_id=request.tenant_id,
+        status="queued",
+        kind=kind,
+        spec=spec.model_dump(mode="json"),
+        priority=policy.priority,
+        max_attempts=MAX_ATTEMPTS,
+        idempotency_key=request.idempotency_key,
+        request_sha256=request_fingerprint(request) if request.idempotency_key else None,
+    )
+    return PreparedJob(request, job, uploads, hashes)
+
+
+def store_inputs(store: TenantStore, prepared: Iterable[PreparedJob]) -> None:
+    """Step 2 of a submission, in no transaction: write the input objects (their ledger rows
+    come with the job's, :meth:`JobService.add`); each key goes to ``request.written``
+    as soon as it is written, for the caller's clean-up."""
+    for one in prepared:
+        for upload in one.uploads:
+            ref = store.write_new(
+                tenant_id=one.job.tenant_id,
+                kind="inputs",
+                job_id=one.job.id,
+                name=upload.name,
+                data=upload.data,
+                content_type=upload.content_type,
+            )
+            one.request.written.append(ref.key)
+            one.stored.append(ref)
+
+
+def _check_target(
+    data: bytes, spec: PipelineSpec, policy: Policy, limits: ImageLimits
+) -> tuple[str, str]:
+    """(job kind, content type) of a target that passed the policy; a video is told
+    apart by its bytes and probed under the tenant's video limits."""
+    if is_video(data):
+        return "video", input_content_type(check_video_target(data, spec, policy))
+    target = verify_image(data, limits)
+    check_output_resolution(spec, policy, target.width, target.height)
+    return "image", media_type(target.format)
+
+
 class JobService:
     """Rules on jobs of one tenant, inside the caller's transaction."""
 
@@ -117,123 +255,74 @@ class JobService:
             raise NotFound("no such job")
         return job
 
-    def submit(self, request: Submission, policy: Policy) -> Submitted:
-        tenant_id = request.tenant_id
-        fingerprint = request_fingerprint(request) if request.idempotency_key else None
-        if request.idempotency_key is not None:
-            earlier = self.earlier(tenant_id, request.idempotency_key, fingerprint)
-            if earlier is not None:
-                return Submitted(earlier, created=False)
-
-        # 1. everything that needs no storage, cheapest first
-        spec = request.options.spec
-        validate_processors(spec)
-        if not 1 <= len(request.sources) <= MAX_SOURCES and "face_swapper" in spec.processors:
-            raise InvalidInput(
-                f"face_swapper needs 1 to {MAX_SOURCES} source images, got {len(request.sources)}",
-                code="invalid-options",
-            )
-        if len(request.sources) > MAX_SOURCES:
-            raise InvalidInput(f"at most {MAX_SOURCES} source images", code="invalid-options")
-        consent = ConsentService(self.session)
-        if request.library is None:
-            consent.check(
-                request.consent, len(request.sources), policy.require_consent, spec.processors
-            )
-        else:
-            consent.check_saved(
-                request.consent,
-                request.library.missing_consent,
-                policy.require_consent,
-                spec.processors,
-            )
-        limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
-        # Decoded to prove they are sound, not converted: the worker does that when it runs.
-        sources = [verify_image(data, limits) for data in request.sources]
-        kind, target_type = self._check_target(request.target, spec, policy, limits)
-        queued = self.jobs.count_in_status(tenant_id, ("queued",), at_most=policy.max_queued_jobs)
-        if queued >= policy.max_queued_jobs:
+    def check_room(self, tenant_id: str, policy: Policy, jobs: int, incoming_bytes: int) -> None:
+        """Refuse ``jobs`` more queued jobs past the tenant's queue cap (429) and
+        ``incoming_bytes`` more past its storage quota (507): one read of each for a whole
+        submission (a batch's items together)."""
+        cap = policy.max_queued_jobs
+        queued = self.jobs.count_in_status(tenant_id, ("queued",), at_most=cap)
+        if queued + jobs > cap:
+            more = f"; {jobs} more would pass it" if jobs > 1 else ""
             raise QuotaExceeded(
-                f"this tenant already has {queued} queued jobs (max_queued_jobs "
-                f"{policy.max_queued_jobs})",
+                f"this tenant already has {queued} queued jobs (max_queued_jobs {cap}){more}",
                 limit="max_queued_jobs",
-                value=policy.max_queued_jobs,
+                value=cap,
                 retry_after=QUEUE_RETRY_AFTER_SECONDS,
             )
-        # One read of the tenant's usage for all inputs together: the inputs below are
-        # then stored without a quota check each (their keys are new, nothing is replaced,
-        # and the same transaction holds both).
-        incoming = len(request.target) + sum(len(data) for data in request.sources)
+        # The inputs are then recorded without a quota check each (their keys are new,
+        # nothing is replaced, and the same transaction holds both).
         try:
             self.tenant_store.check_quota(
-                self.session, tenant_id, incoming, policy.storage_quota_bytes
+                self.session, tenant_id, incoming_bytes, policy.storage_quota_bytes
             )
         except StorageQuotaExceeded as exc:
             raise exc.problem() from None
 
-        # 2. store the inputs and queue the job (same transaction)
-        job = Job(
-            id=uuid.uuid4(),
-            tenant_id=tenant_id,
-            status="queued",
-            kind=kind,
-            spec=spec.model_dump(mode="json"),
-            priority=policy.priority,
-            max_attempts=MAX_ATTEMPTS,
-            idempotency_key=request.idempotency_key,
-            request_sha256=fingerprint,
-        )
-        uploads = [
-            (f"source-{i}", data, media_type(img.format))
-            for i, (data, img) in enumerate(zip(request.sources, sources, strict=True))
-        ]
-        uploads.append(("target", request.target, target_type))
-        hashes = {
-            name: digest.hex()
-            for (name, _, _), digest in zip(uploads, request.input_digests, strict=True)
-        }
+    def precheck(self, request: Submission, policy: Policy) -> Submitted | None:
+        """Step 1, in a read-only transaction: the earlier submission of a repeated
+        Idempotency-Key, else None once the request meets the rules and would fit the
+        queue cap and quota (refusals as :meth:`submit`'s)."""
+        earlier = self._earlier_submission(request)
+        if earlier is not None:
+            return earlier
+        check_request(request, policy)
+        self.check_room(request.tenant_id, policy, 1, request.incoming_bytes)
+        return None
+
+    def submit(self, prepared: PreparedJob, policy: Policy) -> Submitted:
+        """Step 3, in the caller's write transaction: the earlier submission, the queue
+        cap and the quota again (another submission may have committed since step 1),
+        then the rows."""
+        request = prepared.request
+        earlier = self._earlier_submission(request)
+        if earlier is not None:
+            return earlier
+        self.check_room(request.tenant_id, policy, 1, request.incoming_bytes)
+        return self.add(prepared)
+
+    def _earlier_submission(self, request: Submission) -> Submitted | None:
+        key = request.idempotency_key
+        if key is None:
+            return None
+        earlier = self.earlier(request.tenant_id, key, request_fingerprint(request))
+        return None if earlier is None else Submitted(earlier, created=False)
+
+    def add(self, prepared: PreparedJob) -> Submitted:
+        """Insert the rows of a job whose inputs are stored: its consent attestations, the
+        inputs' ledger rows and the job (no check: the caller made them)."""
+        request, job = prepared.request, prepared.job
         attested = (
             request.library.consent
             if request.library is not None
-            else consent.record(
-                tenant_id, request.actor, request.consent, list(hashes.items())[:-1]
+            else ConsentService(self.session).record(
+                request.tenant_id,
+                request.actor,
+                request.consent,
+                list(prepared.hashes.items())[:-1],
             )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None
-        for name, data, content_type in uploads:
-            self._store_input(request, job.id, name, data, content_type)
-        job.inputs = list(hashes)
+        self.tenant_store.record(self.session, prepared.stored)
+        job.inputs = list(prepared.hashes)
         self.jobs.add(job)
-        return Submitted(job, created=True, input_hashes=hashes)
-
-    @staticmethod
-    def _check_target(
-        data: bytes, spec: PipelineSpec, policy: Policy, limits: ImageLimits
-    ) -> tuple[str, str]:
-        """(job kind, content type) of a target that passed the policy; a video is told
-        apart by its bytes and probed under the tenant's video limits."""
-        if is_video(data):
-            return "video", input_content_type(check_video_target(data, spec, policy))
-        target = verify_image(data, limits)
-        check_output_resolution(spec, policy, target.width, target.height)
-        return "image", media_type(target.format)
-
-    def _store_input(
-        self,
-        request: Submission,
-        job_id: uuid.UUID,
-        name: str,
-        data: bytes,
-        content_type: str,
-    ) -> None:
-        ref = self.tenant_store.put(
-            self.session,
-            tenant_id=request.tenant_id,
-            kind="inputs",
-            job_id=job_id,
-            name=name,
-            data=data,
-            content_type=content_type,
-            new=True,
-        )
-        request.written.append(ref.key)
+        return Submitted(job, created=True, input_hashes=prepared.hashes)

@@ -152,6 +152,45 @@ class TenantStore:
         session.flush()
         return ObjectRef(key, tenant_id, kind, job_id, name, content_type, size)
 
+    def write_new(
+        self,
+        *,
+        tenant_id: str,
+        kind: Kind,
+        job_id: uuid.UUID,
+        name: str,
+        data: bytes,
+        content_type: str,
+    ) -> ObjectRef:
+        """Write one artifact under a key nobody uses yet (a job id just made), without its
+        ledger row: a submission writes its inputs before its write transaction opens and
+        records them in it (:meth:`record`). Until then the object is an orphan, which the
+        quota does not count and :meth:`sweep_orphans` and ``facegate storage reconcile``
+        delete if the row never comes."""
+        key = build_key(tenant_id, kind, job_id, name)
+        size = self.store.put(key, data)
+        return ObjectRef(key, tenant_id, kind, job_id, name, content_type, size)
+
+    def record(self, session: Session, refs: Iterable[ObjectRef]) -> None:
+        """Add the ledger rows of objects :meth:`write_new` wrote (no quota check: the
+        caller checked the quota in this transaction)."""
+        ledger = StoredObjectRepository(session)
+        now = utcnow()
+        for ref in refs:
+            ledger.add(
+                StoredObject(
+                    key=ref.key,
+                    tenant_id=ref.tenant_id,
+                    kind=ref.kind,
+                    job_id=ref.job_id,
+                    name=ref.name,
+                    content_type=ref.content_type,
+                    size_bytes=ref.size_bytes,
+                    created_at=now,
+                )
+            )
+        session.flush()
+
     def get(self, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str) -> bytes:
         return self.store.get(build_key(tenant_id, kind, job_id, name))
 
