@@ -14,12 +14,27 @@ the bystander their own addresses. Measured in one run:
   their own (by then the attacker's has spent its per-minute budget of requests without a
   key, and would get a 429 before the 401's path runs).
 
+``--scenario batches`` (issue 26, item 7) measures instead a ``facegate serve`` with one
+in-process worker (the embedded shape: SQLite, a local folder): the bystander tenant
+submits single jobs, one every 0.25 s, alone (``--requests``) and then for ``--seconds``
+while an editor key of another tenant sends batches of 100 small PNGs (1000x1000 of one
+colour, ~5 KB each, decoded in full by the validation), several at a time:
+``--batch-kind cap`` (the default) refused by that tenant's queue cap (99) at its last
+item, ``damaged`` refused by its last image, damaged, after every other one is decoded,
+``fits`` accepted (100 more jobs queued each time). It prints the bystander's submit latency
+(p50, p95, max), its non-2xx answers, the editor's answers, and how often the server
+logged ``database is locked``.
+
     .venv/bin/python benchmarks/hostile_bench.py [--requests 300]
+    .venv/bin/python benchmarks/hostile_bench.py --scenario batches [--requests 40]
+        [--concurrent-batches 6] [--seconds 30] [--batch-kind cap|damaged|fits]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import socket
 import statistics
@@ -31,6 +46,7 @@ import time
 from pathlib import Path
 
 import httpx
+from PIL import Image
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
@@ -60,7 +76,12 @@ def create_keys(url: str) -> dict[str, str]:
     return keys
 
 
-def start_server(tmp: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(
+    tmp: Path, port: int, workers: int = 0, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``facegate serve`` in its own process, with this process's environment (its
+    PYTHONPATH included: the code measured is the one this bench imports); stderr to
+    ``log`` when given."""
     env = {
         **os.environ,
         "FACEGATE_DATABASE_URL": f"sqlite:///{tmp}/facegate.db",
@@ -80,9 +101,10 @@ def start_server(tmp: Path, port: int) -> subprocess.Popen[bytes]:
         "--port",
         str(port),
         "--workers",
-        "0",
+        str(workers),
     ]
-    process = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL)
+    stderr = log.open("wb") if log is not None else None
+    process = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=stderr)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -182,10 +204,149 @@ def refused_uploads(port: int, pid: int) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=300)
-    args = parser.parse_args()
+EDITOR, SUBMITTER = "192.0.2.80", "198.51.100.9"
+DEBUG_OPTIONS = json.dumps({"processors": ["face_debugger"]})
+BATCH_ITEMS = 100
+
+
+def png(width: int, height: int, colour: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def create_batch_keys(url: str, queue_cap: int) -> dict[str, str]:
+    """An editor key of ``studio`` (its queue cap ``queue_cap``) and a key of the bystander
+    ``globex``; neither's rate limit is what is measured."""
+    migrate(url)
+    engine = create_engine_from_url(url)
+    with session_scope(create_session_factory(engine)) as session:
+        service = TenancyService(session)
+        processors = ["face_debugger"]
+        service.create_tenant(
+            TenantSpec(
+                id="studio",
+                policy=PolicySpec(
+                    requests_per_minute=1_000_000,
+                    max_queued_jobs=queue_cap,
+                    allowed_processors=processors,
+                ),
+            )
+        )
+        service.create_tenant(
+            TenantSpec(
+                id="globex",
+                policy=PolicySpec(
+                    requests_per_minute=1_000_000,
+                    max_queued_jobs=100_000,
+                    allowed_processors=processors,
+                ),
+            )
+        )
+        keys = {
+            "editor": service.create_key("studio", KeyCreate(scopes=["editor"])).token,
+            "globex": service.create_key("globex", KeyCreate(scopes=["jobs:write"])).token,
+        }
+    engine.dispose()
+    return keys
+
+
+def submit_jobs(
+    port: int, token: str, requests: int, until: threading.Event | None = None
+) -> tuple[list[float], int]:
+    """The bystander's single-job submits, one every 0.25 s: ``requests`` of them, or (with
+    ``until``) as many as fit until it is set. Latencies (ms) and non-2xx answers."""
+    headers = {"Authorization": f"Bearer {token}", "X-Forwarded-For": SUBMITTER}
+    target = png(64, 64, (200, 120, 90))
+    latencies, failures = [], 0
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as c:
+        while len(latencies) < requests if until is None else not until.is_set():
+            started = time.perf_counter()
+            try:
+                status = c.post(
+                    "/v1/jobs",
+                    files={"target": ("t.png", target, "image/png")},
+                    data={"options": DEBUG_OPTIONS},
+                ).status_code
+            except httpx.TransportError:
+                status = 0
+            latencies.append((time.perf_counter() - started) * 1000)
+            failures += not 200 <= status < 300
+            time.sleep(0.25)
+    return latencies, failures
+
+
+def send_batches(
+    port: int, token: str, damaged: bool, stop: threading.Event, answers: list[int]
+) -> None:
+    """One editor connection sending batches of 100 PNGs until ``stop`` (the last one
+    ``damaged``: cut in half)."""
+    images = [png(1000, 1000, (i, 80, 160)) for i in range(BATCH_ITEMS)]
+    if damaged:
+        images[-1] = images[-1][: len(images[-1]) // 2]
+    files = [("target", (f"t{i}.png", data, "image/png")) for i, data in enumerate(images)]
+    headers = {"Authorization": f"Bearer {token}", "X-Forwarded-For": EDITOR}
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=120) as c:
+        while not stop.is_set():
+            try:
+                status = c.post(
+                    "/v1/batches", files=files, data={"options": DEBUG_OPTIONS}
+                ).status_code
+            except httpx.TransportError:
+                status = 0
+            answers.append(status)
+
+
+def report_submits(name: str, latencies: list[float], failures: int) -> None:
+    p95 = statistics.quantiles(latencies, n=20)[18]
+    print(
+        f"{name:<28} p50 {statistics.median(latencies):7.1f} ms  p95 {p95:7.1f} ms  "
+        f"max {max(latencies):7.1f} ms  non-2xx: {failures}/{len(latencies)}"
+    )
+
+
+def batches_scenario(requests: int, concurrent: int, seconds: float, kind: str) -> None:
+    """Issue 26 item 7: a bystander's submits while an editor's batches run."""
+    queue_cap = BATCH_ITEMS - 1 if kind == "cap" else 1_000_000
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        keys = create_batch_keys(f"sqlite:///{tmp}/facegate.db", queue_cap)
+        port, log = free_port(), tmp / "server.log"
+        server = start_server(tmp, port, workers=1, log=log)
+        try:
+            submit_jobs(port, keys["globex"], 5)  # warm-up
+            report_submits("submit alone", *submit_jobs(port, keys["globex"], requests))
+            stop, answers = threading.Event(), []
+            senders = [
+                threading.Thread(
+                    target=send_batches,
+                    args=(port, keys["editor"], kind == "damaged", stop, answers),
+                )
+                for _ in range(concurrent)
+            ]
+            for sender in senders:
+                sender.start()
+            timer = threading.Timer(seconds, stop.set)
+            timer.start()
+            try:
+                measured = submit_jobs(port, keys["globex"], 0, until=stop)
+            finally:
+                stop.set()
+                timer.cancel()
+                for sender in senders:
+                    sender.join()
+            report_submits(f"submit beside {concurrent} batches ({kind})", *measured)
+            counts = {status: answers.count(status) for status in sorted(set(answers))}
+            print(f"editor's batches answered: {counts}")
+        finally:
+            server.terminate()
+            server.wait(30)
+        locked = log.read_text(errors="replace").count("database is locked")
+        print(f"'database is locked' in the server's log: {locked}")
+
+
+def slow_clients_scenario(requests: int) -> None:
+    """The slow-client attacks of the module docstring against the baseline."""
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         keys = create_keys(f"sqlite:///{tmp}/facegate.db")
@@ -193,16 +354,32 @@ def main() -> None:
         server = start_server(tmp, port)
         try:
             bystander(port, keys["globex"], 30)  # warm-up
-            base = report("baseline", *bystander(port, keys["globex"], args.requests), None)
+            base = report("baseline", *bystander(port, keys["globex"], requests), None)
             victim = keys["globex"]
-            attack = under_attack(port, "x", 10_000_000, victim, args.requests)
+            attack = under_attack(port, "x", 10_000_000, victim, requests)
             report("slow bad token", *attack, base)
-            attack = under_attack(port, keys["acme"], 2_000_000, victim, args.requests)
+            attack = under_attack(port, keys["acme"], 2_000_000, victim, requests)
             report("slow valid key", *attack, base)
             refused_uploads(port, server.pid)
         finally:
             server.terminate()
             server.wait(20)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=["slow-clients", "batches"], default="slow-clients")
+    parser.add_argument("--requests", type=int, default=None)
+    parser.add_argument("--concurrent-batches", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=30.0, help="batches: attack length")
+    parser.add_argument("--batch-kind", choices=["cap", "damaged", "fits"], default="cap")
+    args = parser.parse_args()
+    if args.scenario == "batches":
+        batches_scenario(
+            args.requests or 40, args.concurrent_batches, args.seconds, args.batch_kind
+        )
+        return
+    slow_clients_scenario(args.requests or 300)
 
 
 if __name__ == "__main__":
