@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     storage_url: str = "file://./var/storage"
     redis_url: str | None = None
     models_dir: Path = Path("./var/models")
+    # `facegate storage reconcile`: an object without a ledger row is an orphan once it is
+    # this old (a submission writes its inputs before it commits their rows); --grace wins.
+    storage_orphan_grace_seconds: int = Field(default=600, ge=0, le=30 * 86400)
     # The cluster shape: the installation's models live in the object storage above (shared
     # models under models/, a tenant's own under its prefix) and models_dir only caches the
     # files a process used (an emptyDir in the manifests). Off: models_dir is the store.

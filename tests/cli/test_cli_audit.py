@@ -39,6 +39,8 @@ ADMIN_COMMANDS = {
     "bans unban",
     "provenance init",
     "provenance rotate",
+    # --apply is audited (storage.reconcile): tests/storage/test_reconcile.py
+    "storage reconcile",
 }
 # Commands that change nothing an admin decides (reads, checks, servers, the engine alone).
 OTHER_COMMANDS = {
@@ -172,7 +174,7 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
         events[8].details["installation_id"]
         == f"{load_keys(tmp_path / 'provenance').installation_id:04x}"
     )
-    assert cli.walked >= ADMIN_COMMANDS - {"bans unban"}
+    assert cli.walked >= ADMIN_COMMANDS - {"bans unban", "storage reconcile"}
 
 
 @pytest.mark.redis

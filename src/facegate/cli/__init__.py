@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "models": "facegate.cli.models:models",
     "provenance": "facegate.cli.provenance:provenance",
     "serve": "facegate.cli.serve:serve",
+    "storage": "facegate.cli.storage:storage",
     "swap": "facegate.cli.swap:swap",
     "tenant": "facegate.cli.tenant:tenant",
     "usage": "facegate.cli.usage:usage",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
@@ -21,6 +23,16 @@ KEY_PATTERN = re.compile(
 )
 PREFIX_PATTERN = re.compile(r"^([A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,127}/){0,16}$")
 CHUNK_SIZE = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One stored object as a listing describes it (S3's ``Key``, ``Size``,
+    ``LastModified``): what a reconciliation with the ledger needs."""
+
+    key: str
+    size: int
+    modified: datetime  # timezone-aware UTC
 
 
 class StorageError(Exception):
@@ -114,6 +126,10 @@ class ObjectStore(Protocol):
 
     def list(self, prefix: str = "") -> list[str]:
         """Keys under ``prefix`` (whole segments), sorted."""
+        ...
+
+    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+        """The objects under ``prefix`` with their size and last write, sorted by key."""
         ...
 
     def size(self, key: str) -> int:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
 from facegate.storage.base import (
     CHUNK_SIZE,
     InvalidKey,
+    ObjectInfo,
     ObjectNotFound,
     check_key,
     check_prefix,
@@ -106,6 +108,17 @@ class LocalStore:
                 rel = (Path(dirpath) / filename).relative_to(self.root).as_posix()
                 keys.append(rel)
         return sorted(keys)
+
+    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+        found = []
+        for key in self.list(prefix):
+            try:
+                stat = (self.root / key).stat()
+            except FileNotFoundError:
+                continue  # deleted since the listing
+            modified = datetime.fromtimestamp(stat.st_mtime, UTC)
+            found.append(ObjectInfo(key, stat.st_size, modified))
+        return found
 
     def size(self, key: str) -> int:
         path = self._path(key)

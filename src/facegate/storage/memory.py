@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import BinaryIO
 
-from facegate.storage.base import CHUNK_SIZE, ObjectNotFound, check_key, check_prefix
+from facegate.storage.base import CHUNK_SIZE, ObjectInfo, ObjectNotFound, check_key, check_prefix
 
 
 class MemoryStore:
@@ -15,12 +16,14 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._objects: dict[str, bytes] = {}
+        self._modified: dict[str, datetime] = {}
         self._lock = threading.Lock()
 
     def put(self, key: str, data: bytes) -> int:
         check_key(key)
         with self._lock:
             self._objects[key] = bytes(data)
+            self._modified[key] = datetime.now(UTC)
         return len(data)
 
     def put_stream(self, key: str, chunks: Iterable[bytes]) -> int:
@@ -45,12 +48,22 @@ class MemoryStore:
     def delete(self, key: str) -> bool:
         check_key(key)
         with self._lock:
+            self._modified.pop(key, None)
             return self._objects.pop(key, None) is not None
 
     def list(self, prefix: str = "") -> list[str]:
         check_prefix(prefix)
         with self._lock:
             return sorted(k for k in self._objects if k.startswith(prefix))
+
+    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+        check_prefix(prefix)
+        with self._lock:
+            return [
+                ObjectInfo(key, len(data), self._modified[key])
+                for key, data in sorted(self._objects.items())
+                if key.startswith(prefix)
+            ]
 
     def size(self, key: str) -> int:
         return len(self.get(key))

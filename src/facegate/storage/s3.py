@@ -23,6 +23,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, BinaryIO, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,7 +34,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from facegate.errors import Unavailable
 from facegate.resilience import BreakerConfig, CircuitBreaker
-from facegate.storage.base import CHUNK_SIZE, ObjectNotFound, StorageError, check_key, check_prefix
+from facegate.storage.base import (
+    CHUNK_SIZE,
+    ObjectInfo,
+    ObjectNotFound,
+    StorageError,
+    check_key,
+    check_prefix,
+)
 
 T = TypeVar("T")
 MIB = 1024 * 1024
@@ -256,11 +264,14 @@ class S3Store:
         return True
 
     def list(self, prefix: str = "") -> list[str]:
+        return [item.key for item in self.list_objects(prefix)]
+
+    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
         check_prefix(prefix)
-        keys: builtins.list[str] = []
+        found: dict[str, ObjectInfo] = {}
         for bucket in self._buckets_under(prefix):
-            keys.extend(self._list_bucket(bucket, prefix))
-        return sorted(set(keys))
+            found.update((item.key, item) for item in self._list_bucket(bucket, prefix))
+        return [found[key] for key in sorted(found)]
 
     def _buckets_under(self, prefix: str) -> builtins.list[str]:
         if self.options.tenant_bucket is None or _TENANT_KEY.match(prefix):
@@ -272,12 +283,15 @@ class S3Store:
         names = [item["Name"] for item in listed.get("Buckets", [])]
         return [self.options.bucket, *(name for name in names if pattern.fullmatch(name))]
 
-    def _list_bucket(self, bucket: str, prefix: str) -> builtins.list[str]:
-        def pages() -> builtins.list[str]:
+    def _list_bucket(self, bucket: str, prefix: str) -> builtins.list[ObjectInfo]:
+        def pages() -> builtins.list[ObjectInfo]:
             paginator = self.client.get_paginator("list_objects_v2")
-            found: builtins.list[str] = []
+            found: builtins.list[ObjectInfo] = []
             for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-                found.extend(item["Key"] for item in page.get("Contents", []))
+                found.extend(
+                    ObjectInfo(item["Key"], int(item["Size"]), item["LastModified"].astimezone(UTC))
+                    for item in page.get("Contents", [])
+                )
             return found
 
         try:

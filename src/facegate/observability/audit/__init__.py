@@ -34,6 +34,7 @@ PROVENANCE_INIT: Final = "provenance.init"
 PROVENANCE_ROTATE: Final = "provenance.rotate"
 MODERATION_ALLOWED: Final = "moderation.allowed"
 MODERATION_REFUSED: Final = "moderation.refused"
+STORAGE_RECONCILE: Final = "storage.reconcile"
 
 
 def record_audit(
