@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,22 @@ def test_round_trip(store: ObjectStore) -> None:
     assert not store.exists("tenants/a/inputs/x/target")
     with pytest.raises(ObjectNotFound):
         store.get("tenants/a/inputs/x/target")
+
+
+def test_list_objects_gives_size_and_last_write(store: ObjectStore) -> None:
+    before = datetime.now(UTC) - timedelta(seconds=5)  # S3 keeps whole seconds
+    store.put("tenants/b/outputs/y/result.png", b"abc")
+    store.put("tenants/a/inputs/x/target", b"hello")
+    store.put("models/m/v1/manifest.json", b"{}")
+    listed = store.list_objects("tenants/")
+    assert [(item.key, item.size) for item in listed] == [
+        ("tenants/a/inputs/x/target", 5),
+        ("tenants/b/outputs/y/result.png", 3),
+    ]
+    after = datetime.now(UTC) + timedelta(seconds=5)
+    assert all(before <= item.modified <= after for item in listed)
+    assert all(item.modified.utcoffset() == timedelta(0) for item in listed)
+    assert store.list_objects("tenants/c/") == []
 
 
 @pytest.mark.parametrize("key", BAD_KEYS)
