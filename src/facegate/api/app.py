@@ -59,6 +59,11 @@ SERVICES: tuple[str, ...] = (
 )
 
 
+def default_services() -> list[ServiceFactory]:
+    """The background services of ``SERVICES``, loaded."""
+    return [load(name) for name in SERVICES]
+
+
 def install_gateway(app: FastAPI, settings: Settings) -> None:
     """Add the middleware; call it before the request-context middleware is added, so that
     one stays outside (request ids on the gateway's refusals too). Order inside: shedding
@@ -93,9 +98,7 @@ def create_app(
 ) -> FastAPI:
     """Build the app. ``services`` defaults to everything in ``SERVICES`` (tests pass an
     explicit list, e.g. ``[]`` to run without workers)."""
-    factories: list[ServiceFactory] = (
-        list(services) if services is not None else [load(name) for name in SERVICES]
-    )
+    factories: list[ServiceFactory] = list(services) if services is not None else default_services()
     # The engine runtime is built at start-up (below); a device this machine lacks stops
     # the start here already, before a server listens (InvalidSettings).
     inference_pool_settings(settings)

@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 import uvicorn
 
-from facegate.api.app import create_app
+from facegate.api.app import create_app, default_services
 from facegate.cli.common import private_files, require_free_port
 from facegate.cli.demo import demo_banner, ensure_demo
 from facegate.database import prepare_schema
 from facegate.observability.logging import UVICORN_LOGGING
 from facegate.settings import get_settings
-from facegate.worker.scratch import ScratchSpace
+from facegate.worker.scratch import process_scratch_service
 
 
 @click.command()
@@ -71,10 +71,9 @@ def serve(
     if settings.demo:
         click.echo(demo_banner(settings, ensure_demo(settings)))
 
-    app = create_app(settings)  # configures logging first
-    # The temporary files of this process (uploads being probed) are reclaimed by the next
-    # facegate process if this one is killed.
-    ScratchSpace().use_for_process()
+    # The temporary files of this process (uploads being probed) are deleted at a clean
+    # stop, and reclaimed by the next facegate process if this one is killed.
+    app = create_app(settings, services=[process_scratch_service, *default_services()])
     uvicorn.run(
         app,
         host=settings.host,

@@ -17,6 +17,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import structlog
@@ -90,6 +92,22 @@ class ScratchSpace:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
         self._path, self._lock_fd = None, None
+
+
+@asynccontextmanager
+async def process_scratch_service(_state: object) -> AsyncIterator[Path]:
+    """A server process's scratch space as one of its app's background services
+    (``facegate.api.app.ServiceFactory``): made this process's temporary directory at
+    start-up and deleted at a clean stop (SIGTERM, Ctrl-C: uvicorn runs the lifespan's
+    shutdown), in each process of ``facegate api --processes N`` too. A killed process's
+    folder is reclaimed by the next one (:func:`reclaim`)."""
+    scratch = ScratchSpace()
+    path = scratch.use_for_process()
+    try:
+        yield path
+    finally:
+        scratch.close()
+        tempfile.tempdir = None  # the folder is gone: back to TMPDIR
 
 
 def reclaim(parent: Path) -> list[Path]:
