@@ -258,7 +258,8 @@ def submit_jobs(
     ``until``) as many as fit until it is set. Latencies (ms) and non-2xx answers."""
     headers = {"Authorization": f"Bearer {token}", "X-Forwarded-For": SUBMITTER}
     target = png(64, 64, (200, 120, 90))
-    latencies, failures = [], 0
+    latencies: list[float] = []
+    failures = 0
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as c:
         while len(latencies) < requests if until is None else not until.is_set():
             started = time.perf_counter()
@@ -316,7 +317,7 @@ def batches_scenario(requests: int, concurrent: int, seconds: float, kind: str) 
         try:
             submit_jobs(port, keys["globex"], 5)  # warm-up
             report_submits("submit alone", *submit_jobs(port, keys["globex"], requests))
-            stop, answers = threading.Event(), []
+            stop, answers = threading.Event(), list[int]()
             senders = [
                 threading.Thread(
                     target=send_batches,

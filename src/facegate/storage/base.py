@@ -7,6 +7,7 @@ every adapter with one strict pattern: lower-level code never trusts a key it is
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ class ObjectStore(Protocol):
         """Keys under ``prefix`` (whole segments), sorted."""
         ...
 
-    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+    def list_objects(self, prefix: str = "") -> builtins.list[ObjectInfo]:
         """The objects under ``prefix`` with their size and last write, sorted by key."""
         ...
 

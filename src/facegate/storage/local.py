@@ -8,6 +8,7 @@ refused rather than followed.
 
 from __future__ import annotations
 
+import builtins
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -109,7 +110,7 @@ class LocalStore:
                 keys.append(rel)
         return sorted(keys)
 
-    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+    def list_objects(self, prefix: str = "") -> builtins.list[ObjectInfo]:
         found = []
         for key in self.list(prefix):
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import io
 import threading
 from collections.abc import Iterable, Iterator
@@ -56,7 +57,7 @@ class MemoryStore:
         with self._lock:
             return sorted(k for k in self._objects if k.startswith(prefix))
 
-    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+    def list_objects(self, prefix: str = "") -> builtins.list[ObjectInfo]:
         check_prefix(prefix)
         with self._lock:
             return [

@@ -266,7 +266,7 @@ class S3Store:
     def list(self, prefix: str = "") -> list[str]:
         return [item.key for item in self.list_objects(prefix)]
 
-    def list_objects(self, prefix: str = "") -> list[ObjectInfo]:
+    def list_objects(self, prefix: str = "") -> builtins.list[ObjectInfo]:
         check_prefix(prefix)
         found: dict[str, ObjectInfo] = {}
         for bucket in self._buckets_under(prefix):
