@@ -80,8 +80,8 @@ def start_server(
     tmp: Path, port: int, workers: int = 0, log: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """``facegate serve`` in its own process, with this process's environment (its
-    PYTHONPATH included: the code measured is the one this bench imports); stderr to
-    ``log`` when given."""
+    PYTHONPATH included: the code measured is the one this bench imports); its output
+    (log lines) to ``log`` when given."""
     env = {
         **os.environ,
         "FACEGATE_DATABASE_URL": f"sqlite:///{tmp}/facegate.db",
@@ -103,8 +103,11 @@ def start_server(
         "--workers",
         str(workers),
     ]
-    stderr = log.open("wb") if log is not None else None
-    process = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=stderr)
+    if log is None:
+        process = subprocess.Popen(command, env=env, cwd=tmp, stdout=subprocess.DEVNULL)
+    else:
+        with log.open("wb") as output:
+            process = subprocess.Popen(command, env=env, cwd=tmp, stdout=output, stderr=output)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -132,9 +132,12 @@ class JobRepository:
         stmt = select(func.count()).select_from(scoped.subquery())
         return int(self.session.execute(stmt).scalar_one())
 
-    def add(self, job: Job) -> Job:
+    def add(self, job: Job, *, flush: bool = True) -> Job:
+        """Insert ``job``; ``flush=False`` leaves it to the caller's next flush (a batch
+        inserts its items' rows in one)."""
         self.session.add(job)
-        self.session.flush()
+        if flush:
+            self.session.flush()
         return job
 
     def request_cancel(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:

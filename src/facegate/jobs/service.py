@@ -307,9 +307,10 @@ class JobService:
         earlier = self.earlier(request.tenant_id, key, request_fingerprint(request))
         return None if earlier is None else Submitted(earlier, created=False)
 
-    def add(self, prepared: PreparedJob) -> Submitted:
+    def add(self, prepared: PreparedJob, *, flush: bool = True) -> Submitted:
         """Insert the rows of a job whose inputs are stored: its consent attestations, the
-        inputs' ledger rows and the job (no check: the caller made them)."""
+        inputs' ledger rows and the job (no check: the caller made them); ``flush=False``
+        leaves the inserts to the caller's next flush (a batch's items in one)."""
         request, job = prepared.request, prepared.job
         attested = (
             request.library.consent
@@ -322,7 +323,7 @@ class JobService:
             )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None
-        self.tenant_store.record(self.session, prepared.stored)
+        self.tenant_store.record(self.session, prepared.stored, flush=flush)
         job.inputs = list(prepared.hashes)
-        self.jobs.add(job)
+        self.jobs.add(job, flush=flush)
         return Submitted(job, created=True, input_hashes=prepared.hashes)

@@ -171,9 +171,10 @@ class TenantStore:
         size = self.store.put(key, data)
         return ObjectRef(key, tenant_id, kind, job_id, name, content_type, size)
 
-    def record(self, session: Session, refs: Iterable[ObjectRef]) -> None:
+    def record(self, session: Session, refs: Iterable[ObjectRef], *, flush: bool = True) -> None:
         """Add the ledger rows of objects :meth:`write_new` wrote (no quota check: the
-        caller checked the quota in this transaction)."""
+        caller checked the quota in this transaction); ``flush=False`` leaves the insert
+        to the caller's next flush."""
         ledger = StoredObjectRepository(session)
         now = utcnow()
         for ref in refs:
@@ -189,7 +190,8 @@ class TenantStore:
                     created_at=now,
                 )
             )
-        session.flush()
+        if flush:
+            session.flush()
 
     def get(self, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str) -> bytes:
         return self.store.get(build_key(tenant_id, kind, job_id, name))
