@@ -6,14 +6,13 @@ import os
 
 import click
 import uvicorn
-from fastapi import FastAPI
 
-from facegate.api.app import create_app, default_services
+from facegate.api.app import ServiceFactory, create_app, default_services
 from facegate.cli.common import private_files, require_free_port
 from facegate.database import prepare_schema
 from facegate.models.requests import inference_pool_settings
 from facegate.observability.logging import UVICORN_LOGGING
-from facegate.settings import Settings, get_settings
+from facegate.settings import get_settings
 from facegate.worker.scratch import process_scratch_service
 
 
@@ -47,7 +46,7 @@ def api(host: str | None, port: int | None, processes: int) -> None:
         **UVICORN_LOGGING,
     }
     if processes == 1:
-        uvicorn.run(api_app(settings), **common)
+        uvicorn.run(create_app(settings, services=api_services()), **common)
         return
     # Several processes re-import the app by name; they read the same FACEGATE_* settings.
     # A device this machine lacks is refused here, once, before they start.
@@ -56,12 +55,13 @@ def api(host: str | None, port: int | None, processes: int) -> None:
     uvicorn.run("facegate.cli.api:app_from_environment", factory=True, workers=processes, **common)
 
 
-def api_app(settings: Settings) -> FastAPI:
-    """The app of one API process, with its scratch space (made its temporary directory at
-    start-up, deleted at a clean stop; reclaimed by the next process if this one is
-    killed)."""
-    return create_app(settings, services=[process_scratch_service, *default_services()])
+def api_services() -> list[ServiceFactory]:
+    """The background services of one API process: first its scratch space (made its
+    temporary directory at start-up, deleted at a clean stop; reclaimed by the next process
+    if this one is killed), then the app's own."""
+    return [process_scratch_service, *default_services()]
 
 
 def app_from_environment() -> object:
-    return api_app(get_settings(workers=0))  # each uvicorn process its own scratch space
+    # Each uvicorn process its own scratch space.
+    return create_app(get_settings(workers=0), services=api_services())
