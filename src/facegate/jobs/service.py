@@ -196,7 +196,7 @@ class JobService:
             request.library.consent
             if request.library is not None
             else consent.record(
-                tenant_id, request.actor, request.consent, list(hashes.items())[:-1]
+                tenant_id, request.actor, request.consent, consent.attested(list(hashes.items()))
             )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None
