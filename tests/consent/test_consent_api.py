@@ -189,7 +189,9 @@ async def test_a_job_queued_before_require_consent_fails_when_the_worker_starts_
         headers = h.headers("studio")
         source = [photo("man_frontal_glasses.jpg")]
         bare = (await post(h, headers, source, options=SWAP)).json()
-        attested = (await post(h, headers, source, options=SWAP, consent=json.dumps(CONSENT))).json()
+        attested = (
+            await post(h, headers, source, options=SWAP, consent=json.dumps(CONSENT))
+        ).json()
         debug = json.dumps({"processors": ["face_debugger"]})
         plain = (await post(h, headers, source, options=debug)).json()
         assert {bare["status"], attested["status"], plain["status"]} == {"queued"}

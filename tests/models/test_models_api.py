@@ -121,7 +121,9 @@ async def test_upload_size_cap(make_client: Any) -> None:
     async with make_client(max_model_bytes=len(ENHANCER) - 1) as h:
         h.create_tenant("acme", allow_custom_models=True)
         r = await h.client.post(
-            "/v1/models", headers=h.headers("acme", MANAGER), **upload_form("big", "face_enhancer", ENHANCER)
+            "/v1/models",
+            headers=h.headers("acme", MANAGER),
+            **upload_form("big", "face_enhancer", ENHANCER),
         )
         assert r.status_code == 422
         assert r.json()["limit"] == "max_model_bytes"

@@ -188,7 +188,6 @@ async def test_a_public_report_reaches_the_owner_with_the_job_and_the_admins(
     async with make_client(services=[workers_service], workers=1) as h:
         h.create_tenant("studio", **DEBUG_TENANT_POLICY)
         owner = h.headers("studio")
-        rival = h.headers("rival")
         owner_auditor = h.headers("studio", ["audit:read"])
         rival_auditor = h.headers("rival", ["audit:read"])
         admin = h.headers("ops", scopes=ALL_SCOPES)

@@ -10,8 +10,8 @@ from typing import Any
 
 import jwt
 import pytest
-from tests.models.modelfiles import identity_model
 from tests.api.jobhelpers import DEBUG_TENANT_POLICY, photo, submit
+from tests.models.modelfiles import identity_model
 from tests.tenancy.test_jwt_auth import HS_SECRET, claims, jwt_settings
 
 from facegate.principal import ROLE_SCOPES, Principal

@@ -20,7 +20,6 @@ from facegate.database import utcnow
 from facegate.engine.processors.registry import sensitive_processors
 from facegate.errors import InvalidInput
 
-
 SOURCE_PREFIX = "source-"
 TARGET = "target"
 

@@ -1,5 +1,6 @@
 """HTTP routes of tenant models: upload (when the policy allows it) and delete
-(``models:write``), list (``jobs:read``). Every route is scoped to the caller's tenant; another tenant's model answers 404.
+(``models:write``), list (``jobs:read``). Every route is scoped to the caller's tenant;
+another tenant's model answers 404.
 ``/v1/capabilities``: the processors and models the caller may use and are installed, and
 its plan's limits."""
 
