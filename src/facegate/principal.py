@@ -20,6 +20,8 @@ Scope = Literal[
     "billing",
     "templates:read",
     "templates:write",
+    "audit:read",
+    "models:write",
 ]
 ALL_SCOPES: tuple[Scope, ...] = (
     "jobs:write",
@@ -36,6 +38,8 @@ ALL_SCOPES: tuple[Scope, ...] = (
     "billing",
     "templates:read",
     "templates:write",
+    "audit:read",
+    "models:write",
 )
 # ``admin`` is the platform operator (every tenant, the tenants themselves, bans). Only an
 # installation's API keys carry it, or a JWT with the configured platform-admin claim.
@@ -51,6 +55,11 @@ FACES_MANAGE: Scope = "faces:manage"
 # Job templates: read them (and use them in jobs), save and delete them.
 TEMPLATES_READ: Scope = "templates:read"
 TEMPLATES_WRITE: Scope = "templates:write"
+# The tenant's audit trail (it names reporters, attestors and webhook targets: an
+# administrator's read, not billing's) and the tenant's private models (installing or
+# deleting one changes what every job of the tenant runs: an administrator's act too).
+AUDIT_READ: Scope = "audit:read"
+MODELS_WRITE: Scope = "models:write"
 TENANT_SCOPES: frozenset[str] = frozenset(
     {
         "jobs:write",
@@ -61,12 +70,16 @@ TENANT_SCOPES: frozenset[str] = frozenset(
         FACES_MANAGE,
         TEMPLATES_READ,
         TEMPLATES_WRITE,
+        AUDIT_READ,
+        MODELS_WRITE,
     }
 )
 # Roles inside a tenant (the studio's people), each a set of the scopes above, carried by
 # a key or a JWT's scope claim like any scope: a director manages the face library, an
 # editor runs jobs with its faces (it cannot export or delete them), a viewer sees results,
-# billing sees usage. Directors and editors manage job templates, viewers read them.
+# billing sees usage. Directors and editors manage job templates, viewers read them. No role
+# holds ``audit:read`` or ``models:write``: those are the tenant admin's (or a key granted
+# them by name).
 Role = Literal["director", "editor", "viewer", "billing"]
 ROLE_SCOPES: dict[str, frozenset[str]] = {
     "director": frozenset(
@@ -121,6 +134,18 @@ class Principal:
         if TENANT_ADMIN in self.scopes or self.is_admin:
             held |= TENANT_SCOPES
         return frozenset(held)
+
+    def may_grant(self, scope: str) -> bool:
+        """May put ``scope`` on a new key of its tenant: only what it holds itself (a role
+        when it holds each of the role's scopes), never the platform ``admin`` unless it
+        is one, ``tenant:admin`` only when it is one."""
+        if self.is_admin:
+            return True
+        if scope in (PLATFORM_ADMIN, TENANT_ADMIN):
+            return scope in self.scopes
+        if scope in ROLE_SCOPES:
+            return scope in self.scopes or all(self.has(held) for held in ROLE_SCOPES[scope])
+        return self.has(scope)
 
     def administers(self, tenant_id: str) -> bool:
         """May manage ``tenant_id``: a platform admin any tenant, a tenant admin its own."""

@@ -11,7 +11,7 @@ from jobhelpers import DEBUG_TENANT_POLICY, photo, submit
 
 async def test_an_audit_cursor_past_64_bits_is_a_422(make_client: Any) -> None:
     async with make_client() as h:
-        headers = h.headers("acme", ["usage:read"])
+        headers = h.headers("acme", ["audit:read"])
         response = await h.client.get("/v1/audit?after=9223372036854775808", headers=headers)
         assert response.status_code == 422
         assert (
@@ -21,7 +21,7 @@ async def test_an_audit_cursor_past_64_bits_is_a_422(make_client: Any) -> None:
 
 async def test_a_date_before_1970_is_a_400_naming_the_parameter(make_client: Any) -> None:
     async with make_client() as h:
-        headers = h.headers("acme", ["usage:read"])
+        headers = h.headers("acme", ["usage:read", "audit:read"])
         for path in ("/v1/usage", "/v1/usage/export", "/v1/audit"):
             response = await h.client.get(f"{path}?from=-4772827414", headers=headers)
             assert response.status_code == 400, (path, response.text)

@@ -99,7 +99,9 @@ async def test_flagged_source_flagged_output_clean_job(make_client: Any) -> None
         ]
         assert all(e.tenant_id == "modded" for e in events.values())
         # the tenant sees its own moderation events
-        listed = (await h.client.get("/v1/audit", headers=headers)).json()
+        listed = (
+            await h.client.get("/v1/audit", headers=h.headers("modded", ["audit:read"]))
+        ).json()
         assert {"moderation.refused", "moderation.allowed"} <= {
             item["action"] for item in listed["events"]
         }

@@ -26,9 +26,14 @@ from tests.api.jobhelpers import (
 
 from facegate.consent.tables import ConsentAttestation
 from facegate.database import session_scope, utcnow
+from facegate.errors import InvalidInput
+from facegate.jobs.policy import allowed_options
+from facegate.jobs.runtime import tenant_store_for
+from facegate.jobs.service import JobService, Submission
 from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.reading import read_manifest
+from facegate.tenancy.service import TenancyService
 from facegate.worker.embedded import workers_service
 
 pytestmark = pytest.mark.timeout(120)
@@ -132,3 +137,78 @@ async def test_the_result_manifest_references_the_consent(make_client: Any, tmp_
         finding = read_manifest(keys, path, "image/jpeg")
         assert finding.state == "valid"
         assert finding.consent == [ref["attestation_id"] for ref in job["consent"]]
+
+
+NO_SOURCE = {"allowed_processors": ["age_modifier", "expression_restorer"], "require_consent": True}
+
+
+@pytest.mark.parametrize("processor", ["age_modifier", "expression_restorer"])
+async def test_a_sensitive_job_without_a_source_needs_the_target_persons_consent(
+    make_client: Any, processor: str
+) -> None:
+    """age_modifier and expression_restorer alone change the target's own face: under
+    require_consent the one attestation is the target's, recorded with its sha256. Through
+    the submission service (their models are not installed here, so the API answers 409
+    before it gets there)."""
+    async with make_client() as h:
+        h.create_tenant("studio", **NO_SOURCE)
+        store = tenant_store_for(h.state.settings)
+
+        def submit(consent: str | None) -> Any:
+            with session_scope(h.state.session_factory) as session:
+                policy = TenancyService(session).get_policy("studio")
+                submission = Submission(
+                    tenant_id="studio",
+                    sources=[],
+                    target=photo(),
+                    options=allowed_options(json.dumps({"processors": [processor]}), policy),
+                    consent=consent,
+                    actor="key:test",
+                )
+                return JobService(session, store).submit(submission, policy).job.consent
+
+        with pytest.raises(InvalidInput) as missing:
+            submit(None)
+        assert missing.value.code == "consent-required"
+        assert "target" in missing.value.detail
+        assert count_jobs(h.state) == 0
+        [ref] = submit(json.dumps(CONSENT))
+        assert ref["source"] == "target"
+        assert ref["source_sha256"] == hashlib.sha256(photo()).hexdigest()
+
+
+async def test_a_job_queued_before_require_consent_fails_when_the_worker_starts_it(
+    make_client: Any,
+) -> None:
+    """The policy of now holds at the job's start: switched on while a sensitive job waits
+    without an attestation, the worker fails it ``consent-required``; one with its
+    attestation, and one with no sensitive processor, still run."""
+    processors = ["face_swapper", "face_debugger"]
+    async with make_client(workers=1) as h:
+        h.create_tenant("studio", allowed_processors=processors)
+        headers = h.headers("studio")
+        source = [photo("man_frontal_glasses.jpg")]
+        bare = (await post(h, headers, source, options=SWAP)).json()
+        attested = (
+            await post(h, headers, source, options=SWAP, consent=json.dumps(CONSENT))
+        ).json()
+        debug = json.dumps({"processors": ["face_debugger"]})
+        plain = (await post(h, headers, source, options=debug)).json()
+        assert {bare["status"], attested["status"], plain["status"]} == {"queued"}
+
+        admin = h.headers("ops", ["admin"])
+        switched = await h.client.put(
+            "/v1/admin/tenants/studio/policy",
+            headers=admin,
+            json={"allowed_processors": processors, "require_consent": True},
+        )
+        assert switched.status_code == 200, switched.text
+        async with workers_service(h.state):
+            failed = await wait_terminal(h.client, headers, bare["id"])
+            ran = await wait_terminal(h.client, headers, attested["id"])
+            debugged = await wait_terminal(h.client, headers, plain["id"])
+        assert failed["status"] == "failed", failed
+        assert failed["error"]["type"].endswith("consent-required")
+        assert "source-0" in failed["error"]["detail"]
+        assert ran["status"] == "succeeded", ran
+        assert debugged["status"] == "succeeded", debugged

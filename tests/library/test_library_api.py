@@ -165,7 +165,7 @@ async def test_a_saved_face_is_used_by_jobs_and_deleted_with_all_it_derived(
         assert gone.status_code == 404
         assert (await swap_with(h, editor, [face["id"]])).status_code == 404
 
-        audit = await h.client.get("/v1/audit", headers=h.headers("studio", ("usage:read",)))
+        audit = await h.client.get("/v1/audit", headers=h.headers("studio", ("audit:read",)))
         events = {e["action"]: e for e in audit.json()["events"]}
         for action in ("face.save", "face.update", "face.export", "face.delete"):
             assert events[action]["actor"].startswith("key:"), action

@@ -15,6 +15,9 @@ from facegate.principal import ALL_SCOPES
 pytestmark = pytest.mark.asyncio
 ENHANCER = identity_model("input", "output", [1, 3, 512, 512])
 PROCESSORS = ["face_swapper", "face_enhancer"]
+# Installing and deleting a private model is the tenant admin's (models:write); the audit
+# trail too (audit:read).
+MANAGER = (*ALL_SCOPES[:3], "models:write", "audit:read")
 
 
 def upload_form(name: str, kind: str, data: bytes, tag: str = "v1") -> dict[str, Any]:
@@ -29,7 +32,7 @@ async def test_upload_needs_the_policy_flag(make_client: Any) -> None:
         h.create_tenant("plain")
         r = await h.client.post(
             "/v1/models",
-            headers=h.headers("plain"),
+            headers=h.headers("plain", MANAGER),
             **upload_form("mine", "face_enhancer", ENHANCER),
         )
         assert r.status_code == 403
@@ -40,7 +43,7 @@ async def test_upload_list_delete_scoped(make_client: Any) -> None:
     async with make_client() as h:
         h.create_tenant("acme", allow_custom_models=True, allowed_processors=PROCESSORS)
         h.create_tenant("globex", allow_custom_models=True, allowed_processors=PROCESSORS)
-        acme, globex = h.headers("acme"), h.headers("globex")
+        acme, globex = h.headers("acme", MANAGER), h.headers("globex", MANAGER)
         r = await h.client.post(
             "/v1/models", headers=acme, **upload_form("studio_gfpgan", "face_enhancer", ENHANCER)
         )
@@ -106,7 +109,7 @@ async def test_upload_refuses_files_off_contract(
     async with make_client() as h:
         h.create_tenant("acme", allow_custom_models=True)
         r = await h.client.post(
-            "/v1/models", headers=h.headers("acme"), **upload_form(name, kind, data)
+            "/v1/models", headers=h.headers("acme", MANAGER), **upload_form(name, kind, data)
         )
         assert r.status_code == 422, r.text
         assert r.headers["content-type"].startswith("application/problem+json")
@@ -118,7 +121,9 @@ async def test_upload_size_cap(make_client: Any) -> None:
     async with make_client(max_model_bytes=len(ENHANCER) - 1) as h:
         h.create_tenant("acme", allow_custom_models=True)
         r = await h.client.post(
-            "/v1/models", headers=h.headers("acme"), **upload_form("big", "face_enhancer", ENHANCER)
+            "/v1/models",
+            headers=h.headers("acme", MANAGER),
+            **upload_form("big", "face_enhancer", ENHANCER),
         )
         assert r.status_code == 422
         assert r.json()["limit"] == "max_model_bytes"
@@ -130,7 +135,7 @@ async def test_submission_names_a_model_not_installed(make_client: Any) -> None:
         h.create_tenant("globex", allowed_processors=PROCESSORS)
         await h.client.post(
             "/v1/models",
-            headers=h.headers("acme"),
+            headers=h.headers("acme", MANAGER),
             **upload_form("studio_gfpgan", "face_enhancer", ENHANCER),
         )
         options = {

@@ -117,10 +117,11 @@ async def test_two_tenants_metrics_usage_audit_and_logs(make_client: Any, log_st
         assert {e["id"] for e in events} == {j["id"] for j in jobs[beta]}
 
         # audit: the admin's read of beta's usage is an event beta sees, alpha does not
-        beta_audit = (await h.client.get("/v1/audit", headers=b_headers)).json()["events"]
+        a_auditor, b_auditor = h.headers(alpha, ["audit:read"]), h.headers(beta, ["audit:read"])
+        beta_audit = (await h.client.get("/v1/audit", headers=b_auditor)).json()["events"]
         actions = {(e["action"], e["target"]) for e in beta_audit}
         assert ("admin.read", f"tenant:{beta}") in actions
-        alpha_audit = (await h.client.get("/v1/audit", headers=a_headers)).json()["events"]
+        alpha_audit = (await h.client.get("/v1/audit", headers=a_auditor)).json()["events"]
         assert all(e["tenant_id"] == alpha for e in alpha_audit)
 
         # every log line of a request carries its request id and tenant

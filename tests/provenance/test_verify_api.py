@@ -188,7 +188,8 @@ async def test_a_public_report_reaches_the_owner_with_the_job_and_the_admins(
     async with make_client(services=[workers_service], workers=1) as h:
         h.create_tenant("studio", **DEBUG_TENANT_POLICY)
         owner = h.headers("studio")
-        rival = h.headers("rival")
+        owner_auditor = h.headers("studio", ["audit:read"])
+        rival_auditor = h.headers("rival", ["audit:read"])
         admin = h.headers("ops", scopes=ALL_SCOPES)
         job_id, data = await marked_result(h.client, owner)
 
@@ -215,10 +216,10 @@ async def test_a_public_report_reaches_the_owner_with_the_job_and_the_admins(
         def reports(page: httpx.Response) -> list[dict[str, Any]]:
             return [e for e in page.json()["events"] if e["action"] == "provenance.report"]
 
-        seen = reports(await h.client.get("/v1/audit", headers=owner))
+        seen = reports(await h.client.get("/v1/audit", headers=owner_auditor))
         assert [e["target"] for e in seen] == [f"job:{job_id}"]
         assert seen[0]["details"]["message"] == "posted on a forum as real"
         assert sorted(seen[0]["details"]["traced_by"]) == ["manifest", "watermark"]
-        assert reports(await h.client.get("/v1/audit", headers=rival)) == []
+        assert reports(await h.client.get("/v1/audit", headers=rival_auditor)) == []
         everything = reports(await h.client.get("/v1/audit", headers=admin))
         assert [e["target"] for e in everything] == [f"job:{job_id}", "provenance:untraced"]

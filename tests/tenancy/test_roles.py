@@ -11,9 +11,12 @@ from typing import Any
 import jwt
 import pytest
 from tests.api.jobhelpers import DEBUG_TENANT_POLICY, photo, submit
+from tests.models.modelfiles import identity_model
 from tests.tenancy.test_jwt_auth import HS_SECRET, claims, jwt_settings
 
 from facegate.principal import ROLE_SCOPES, Principal
+
+ENHANCER = identity_model("input", "output", [1, 3, 512, 512])
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,6 +29,7 @@ def test_roles_expand_to_their_scopes_and_nothing_else() -> None:
     assert not editor.has("faces:write")
     assert not editor.has("usage:read")
     assert not editor.has("tenant:admin")
+    assert not editor.has("models:write")
     viewer = Principal("studio", frozenset({"viewer"}), "key:v")
     assert viewer.effective_scopes == {"viewer", "jobs:read", "templates:read"}
     billing = Principal("studio", frozenset({"billing"}), "key:b")
@@ -34,7 +38,13 @@ def test_roles_expand_to_their_scopes_and_nothing_else() -> None:
     assert director.effective_scopes == {"director"} | ROLE_SCOPES["director"]
     admin = Principal("studio", frozenset({"tenant:admin"}), "key:a")
     assert admin.has("faces:manage")
+    assert admin.has("audit:read")
+    assert admin.has("models:write")
     assert not admin.has("admin")
+    for role in ROLE_SCOPES:
+        held = Principal("studio", frozenset({role}), "key:r")
+        assert not held.has("audit:read"), role
+        assert not held.has("models:write"), role
 
 
 async def test_each_role_may_do_what_it_is_for(make_client: Any) -> None:
@@ -114,7 +124,7 @@ async def test_each_role_may_do_what_it_is_for(make_client: Any) -> None:
         assert await status("director", "DELETE", face_path) == 204
         director_me = (await h.client.get("/v1/me", headers=role["director"])).json()
         audit = await h.client.get(
-            "/v1/audit?action=face.delete", headers=h.headers("studio", ("usage:read",))
+            "/v1/audit?action=face.delete", headers=h.headers("studio", ("tenant:admin",))
         )
         [event] = audit.json()["events"]
         assert event["actor"] == director_me["actor"]
@@ -162,3 +172,47 @@ async def test_a_tenant_admin_hands_out_role_keys(make_client: Any) -> None:
         assert key["scopes"] == ["director"]
         me = await h.client.get("/v1/me", headers={"Authorization": f"Bearer {key['token']}"})
         assert "faces:manage" in me.json()["permissions"]
+
+
+async def test_the_audit_trail_and_private_models_are_the_tenant_admins(
+    make_client: Any,
+) -> None:
+    """billing reads usage, not the audit trail (it names reporters, attestors, webhook
+    targets); editors and directors run jobs, they do not install or delete the tenant's
+    private models: both are ``tenant:admin``'s (``audit:read``, ``models:write``)."""
+    async with make_client() as h:
+        h.create_tenant("studio", allow_custom_models=True, allowed_processors=["face_enhancer"])
+        billing = h.headers("studio", ("billing",))
+        usage_reader = h.headers("studio", ("usage:read",))
+        admin = h.headers("studio", ("tenant:admin",))
+        for refused in (billing, usage_reader):
+            answer = await h.client.get("/v1/audit", headers=refused)
+            assert answer.status_code == 403, answer.text
+            assert answer.json()["scope"] == "audit:read"
+        assert (await h.client.get("/v1/usage", headers=billing)).status_code == 200
+        for allowed in (admin, h.headers("studio", ("audit:read",))):
+            assert (await h.client.get("/v1/audit", headers=allowed)).status_code == 200
+
+        upload = {
+            "files": {"file": ("model.onnx", ENHANCER, "application/octet-stream")},
+            "data": {"name": "studio_gfpgan", "kind": "face_enhancer", "tag": "v1"},
+        }
+        admin_upload = await h.client.post("/v1/models", headers=admin, **upload)
+        assert admin_upload.status_code == 201, admin_upload.text
+        assert (
+            await h.client.delete("/v1/models/studio_gfpgan/v1", headers=admin)
+        ).status_code == 204
+        for role in ("editor", "director", "viewer"):
+            headers = h.headers("studio", (role,))
+            answer = await h.client.post("/v1/models", headers=headers, **upload)
+            assert answer.status_code == 403, (role, answer.text)
+            assert answer.json()["scope"] == "models:write"
+        installed = await h.client.post("/v1/models", headers=admin, **upload)
+        assert installed.status_code == 201, installed.text
+        editor = h.headers("studio", ("editor",))
+        refused = await h.client.delete("/v1/models/studio_gfpgan/v1", headers=editor)
+        assert refused.status_code == 403
+        manager = h.headers("studio", ("models:write",))
+        assert (
+            await h.client.delete("/v1/models/studio_gfpgan/v1", headers=manager)
+        ).status_code == 204

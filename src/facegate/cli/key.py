@@ -77,7 +77,7 @@ def create(
 @database_option
 def list_keys(tenant_id: str, database_url: str | None) -> None:
     with transaction(database_url) as session:
-        for item in TenancyService(session).list_keys(tenant_id):
+        for item in TenancyService(session).list_keys(tenant_id, platform_keys=True):
             state = "revoked" if item.revoked_at else "active"
             if item.expires_at is not None and item.expires_at <= utcnow():
                 state = "expired"

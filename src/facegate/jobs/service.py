@@ -319,7 +319,7 @@ class JobService:
                 request.tenant_id,
                 request.actor,
                 request.consent,
-                list(prepared.hashes.items())[:-1],
+                ConsentService.attested(list(prepared.hashes.items())),
             )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None

@@ -1,5 +1,6 @@
-"""HTTP routes of tenant models: upload (when the policy allows it), list, delete. Every
-route is scoped to the caller's tenant; another tenant's model answers 404.
+"""HTTP routes of tenant models: upload (when the policy allows it) and delete
+(``models:write``), list (``jobs:read``). Every route is scoped to the caller's tenant;
+another tenant's model answers 404.
 ``/v1/capabilities``: the processors and models the caller may use and are installed, and
 its plan's limits."""
 
@@ -29,13 +30,15 @@ from facegate.observability.audit import (
     model_installed_details,
     record_audit,
 )
-from facegate.principal import Principal
+from facegate.principal import MODELS_WRITE, Principal
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1", tags=["models"], responses=PROBLEM_RESPONSES)
 
 ReadPrincipal = Annotated[Principal, scoped("jobs:read")]
-WritePrincipal = Annotated[Principal, scoped("jobs:write")]
+# Installing or deleting a private model changes what every job of the tenant runs: the
+# tenant admin's ``models:write``, not every job submitter's.
+ManagePrincipal = Annotated[Principal, scoped(MODELS_WRITE)]
 
 
 def _service(request: Request) -> ModelService:
@@ -57,7 +60,7 @@ def upload_model(
     request: Request,
     response: Response,
     session: SessionDep,
-    principal: WritePrincipal,
+    principal: ManagePrincipal,
     file: Annotated[UploadFile, File(description="The ONNX model file")],
     name: Annotated[str, Form(max_length=100)],
     kind: Annotated[str, Form(description=f"One of: {', '.join(sorted(MODEL_KINDS))}")],
@@ -88,7 +91,7 @@ def list_models(request: Request, principal: ReadPrincipal) -> ModelList:
 
 @router.delete("/models/{name}/{tag}", status_code=204, response_class=Response)
 def delete_model(
-    name: str, tag: str, request: Request, session: SessionDep, principal: WritePrincipal
+    name: str, tag: str, request: Request, session: SessionDep, principal: ManagePrincipal
 ) -> Response:
     """Remove one of the calling tenant's own model versions."""
     _service(request).delete(principal.tenant_id, name, tag)

@@ -93,7 +93,16 @@ def create_key(session: Session, actor: Actor, tenant_id: str, request: KeyCreat
     return created
 
 
+def reaches_platform_keys(actor: Actor) -> bool:
+    """Whether ``actor`` may see and revoke platform keys: the CLI (the operator) and a
+    platform admin; never a tenant's own admin or its JWT."""
+    return isinstance(actor, str) or actor.is_admin
+
+
 def revoke_key(session: Session, actor: Actor, tenant_id: str, key_id: str) -> ApiKey:
-    key = TenancyService(session).revoke_key(tenant_id, key_id)
+    """Revoke a key (``key.revoke``); a platform key is a 404 to a tenant's admin."""
+    key = TenancyService(session).revoke_key(
+        tenant_id, key_id, platform_keys=reaches_platform_keys(actor)
+    )
     record_audit(session, actor, audit.KEY_REVOKE, f"key:{key_id}", tenant_id=tenant_id)
     return key

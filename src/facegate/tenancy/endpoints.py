@@ -1,7 +1,8 @@
 """Tenancy HTTP routes: ``GET /v1/me`` (who am I) and the admin routes for tenants,
 policies and API keys. Creating, changing, suspending and listing tenants needs the
 platform ``admin`` scope; reading one tenant, its policy, and managing its keys is open to
-that tenant's own ``tenant:admin`` too (another tenant's id is then a 404)."""
+that tenant's own ``tenant:admin`` too (another tenant's id is then a 404), except the
+platform keys among them, which only a platform admin sees or revokes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.errors import Forbidden
 from facegate.observability import audit
 from facegate.observability.audit import record_admin_read, record_audit
-from facegate.principal import PLATFORM_ADMIN
 from facegate.tenancy import audited
 from facegate.tenancy.schemas import (
     KeyCreate,
@@ -133,9 +133,10 @@ def create_key(
     tenant_id: str, request: KeyCreate, session: SessionDep, admin: TenantAdminDep
 ) -> KeyCreated:
     """Create an API key. The ``token`` is in this response only; it is stored hashed.
-    A tenant's own admin cannot grant the platform ``admin`` scope."""
-    if PLATFORM_ADMIN in request.scopes and not admin.is_admin:
-        raise Forbidden("only a platform admin may create 'admin' keys", scope="admin")
+    A tenant's own admin grants only scopes it holds (never the platform ``admin``)."""
+    for scope in request.scopes:
+        if not admin.may_grant(scope):
+            raise Forbidden(f"this key may not grant the {scope!r} scope", scope=scope)
     created = audited.create_key(session, admin, tenant_id, request)
     out = KeyOut.model_validate(created.key)
     return KeyCreated(**out.model_dump(), token=created.token)
@@ -143,14 +144,16 @@ def create_key(
 
 @admin_router.get("/{tenant_id}/keys")
 def list_keys(tenant_id: str, session: SessionDep, admin: TenantAdminDep) -> list[KeyOut]:
-    found = TenancyService(session).list_keys(tenant_id)
+    """The tenant's keys (platform keys only to a platform admin)."""
+    found = TenancyService(session).list_keys(tenant_id, platform_keys=admin.is_admin)
     record_admin_read(session, admin, tenant_id, "keys")
     return [KeyOut.model_validate(k) for k in found]
 
 
 @admin_router.delete("/{tenant_id}/keys/{key_id}")
 def revoke_key(tenant_id: str, key_id: str, session: SessionDep, admin: TenantAdminDep) -> KeyOut:
-    """Revoke a key (kept for the audit trail; it answers 401 from now on)."""
+    """Revoke a key (kept for the audit trail; it answers 401 from now on). A platform key
+    is a 404 to the tenant's own admin."""
     return KeyOut.model_validate(audited.revoke_key(session, admin, tenant_id, key_id))
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.errors import Conflict, InvalidInput, NotFound
+from facegate.principal import PLATFORM_ADMIN
 from facegate.tenancy import keys
 from facegate.tenancy.keycache import invalidate_on_commit
 from facegate.tenancy.repository import TenancyRepository
@@ -24,6 +25,14 @@ ApplyOutcome = Literal["created", "configured", "unchanged"]
 
 # last_used_at is written at most this often per key, so authenticated reads stay reads.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def is_platform_key(key: ApiKey) -> bool:
+    """A key carrying the platform ``admin`` scope: it lives in a tenant's rows (``serve
+    --demo`` and ``key create <tenant> --scope admin`` put it there) but belongs to the
+    operator, so no tenant-scoped door (a ``tenant:admin`` key, a tenant's JWT) lists or
+    revokes it."""
+    return PLATFORM_ADMIN in key.scopes
 
 
 @dataclass(frozen=True)
@@ -143,13 +152,18 @@ class TenancyService:
         )
         return CreatedKey(key=self.repository.add_key(key), token=generated.token)
 
-    def list_keys(self, tenant_id: str) -> Sequence[ApiKey]:
+    def list_keys(self, tenant_id: str, *, platform_keys: bool = False) -> Sequence[ApiKey]:
+        """The tenant's keys; its platform keys only with ``platform_keys`` (an operator's
+        door: a platform admin, the CLI)."""
         self.get_tenant(tenant_id)
-        return self.repository.list_keys(tenant_id)
+        found = self.repository.list_keys(tenant_id)
+        return found if platform_keys else [k for k in found if not is_platform_key(k)]
 
-    def revoke_key(self, tenant_id: str, key_id: str) -> ApiKey:
+    def revoke_key(self, tenant_id: str, key_id: str, *, platform_keys: bool = False) -> ApiKey:
+        """Revoke one of the tenant's keys; a platform key is, without ``platform_keys``,
+        as missing as another tenant's (404)."""
         key = self.repository.get_key_of(tenant_id, key_id)
-        if key is None:
+        if key is None or (is_platform_key(key) and not platform_keys):
             raise NotFound(f"key {key_id!r} does not exist")
         if key.revoked_at is None:
             key.revoked_at = utcnow()

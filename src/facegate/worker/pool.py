@@ -28,6 +28,7 @@ import structlog
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from facegate.consent.service import check_job_consent
 from facegate.engine.errors import Cancelled, EngineError
 from facegate.errors import ServiceError
 from facegate.jobs.tables import Job
@@ -303,6 +304,10 @@ class WorkerPool:
         try:
             if flight.cancel.is_set():
                 raise Cancelled("the job was cancelled before it started")
+            # The tenant's policy of now: require_consent switched on after submission.
+            check_job_consent(
+                job.spec.get("processors", []), job.inputs, job.consent, policy.require_consent
+            )
             output = self.runner.run(job, policy, flight.cancel, self._progress_fn(flight), mark)
             output = self._mark_result(job, mark, output)
         except Cancelled:

@@ -1,5 +1,6 @@
-"""``GET /v1/audit``: the audit trail. A tenant sees the events about itself; an admin
-every tenant's (``?tenant=`` narrows it, and is itself audited)."""
+"""``GET /v1/audit``: the audit trail (``audit:read``: a tenant's admin, not billing: the
+events name reporters, attestors and webhook targets). A tenant sees the events about
+itself; an admin every tenant's (``?tenant=`` narrows it, and is itself audited)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from facegate.observability.audit import record_admin_read
 from facegate.observability.audit.chain import verify_chain
 from facegate.observability.audit.repository import AuditRepository, event_fields
 from facegate.observability.timeparams import tenant_for, window
-from facegate.principal import Principal
+from facegate.principal import AUDIT_READ, Principal
 
 # The largest seq the column holds (a signed 64-bit integer): a larger cursor is a 422.
 MAX_SEQ = 2**63 - 1
@@ -32,7 +33,7 @@ class AuditPage(BaseModel):
 @router.get("")
 def list_audit(
     session: SessionDep,
-    principal: Annotated[Principal, scoped("usage:read")],
+    principal: Annotated[Principal, scoped(AUDIT_READ)],
     tenant: Annotated[str | None, Query(description="Admins only: this tenant")] = None,
     action: Annotated[str | None, Query(max_length=64)] = None,
     start: Annotated[datetime | None, Query(alias="from")] = None,
