@@ -97,7 +97,7 @@ def test_an_allow_listed_network_opens_only_its_ports() -> None:
     assert refusal(ipaddress.ip_address("fd12::5"), ports, port=8081) is not None
     assert refusal(ipaddress.ip_address("10.9.1.1"), ports, port=5432) is None
     for bad in ("10.0.0.0/8:0", "10.0.0.0/8:http", "[fd12::/16]8080", "10.0.0.0/8:9-2"):
-        with pytest.raises(ValueError, match="10.0.0.0/8|fd12"):
+        with pytest.raises(ValueError, match=r"10\.0\.0\.0/8|fd12"):
             parse_networks([bad])
 
 
@@ -130,6 +130,20 @@ async def test_an_allow_listed_network_refuses_a_port_not_in_its_entry(
             log = (await h.client.get("/v1/webhooks/deliveries", headers=admin)).json()
     assert [row["status"] for row in log] == ["succeeded", "refused"]  # newest first
     assert len(receiver.received) == 1
+
+
+def test_a_name_is_refused_when_any_of_its_addresses_is() -> None:
+    def resolver(host: str, port: int) -> list[Any]:
+        return [ipaddress.ip_address("93.184.215.14"), ipaddress.ip_address("10.0.0.9")]
+
+    with pytest.raises(AddressRefused, match=r"10\.0\.0\.9 is a private address") as refused:
+        destination("https://mixed.example.com/hook", resolver=resolver)
+    assert "10.0.0.9" not in refused.value.public  # what the tenant's delivery log says
+    with pytest.raises(AddressRefused, match="loopback"):
+        destination("http://localhost:9/hook")  # the system resolver, for real
+    for url in ("ftp://example.com/", "http://user:pw@example.com/", "http:///nohost"):
+        with pytest.raises(AddressRefused):
+            destination(url)
 
 
 async def test_literal_addresses_are_refused_at_registration(
