@@ -311,9 +311,7 @@ class WebhookDispatcher:
         final = "succeeded" if attempt.ok else None
         await _in_thread(lambda: self._record(delivery_id, attempt, attempt.error, final=final))
 
-    def _load(
-        self, delivery_id: uuid.UUID
-    ) -> tuple[str, str, bytes, str, str, list[str]] | None:
+    def _load(self, delivery_id: uuid.UUID) -> tuple[str, str, bytes, str, str, list[str]] | None:
         """What an attempt needs of its delivery: (tenant, url, body, message id, event
         type, the signing secrets; none when the endpoint was deleted)."""
         with session_scope(self.sessions, read_only=True) as session:
