@@ -14,7 +14,21 @@ the bystander their own addresses. Measured in one run:
   their own (by then the attacker's has spent its per-minute budget of requests without a
   key, and would get a 429 before the 401's path runs).
 
-``--scenario batches`` (issue 26, item 7) measures instead a ``facegate serve`` with one
+    .venv/bin/python benchmarks/hostile_bench.py [--requests 300]
+
+Selectable scenarios (``--scenario NAME``; the default runs the above), each talking to the
+server only through HTTP and ``FACEGATE_*`` settings, so the same file measures an older
+checkout (``PYTHONPATH=<its src>``; the server subprocess inherits it):
+
+- ``public-uploads`` (issue 26, item 2): with ``FACEGATE_MAX_IN_FLIGHT_REQUESTS=32``, 8 slow
+  anonymous uploads to ``/v1/verify`` and ``/v1/reports`` from 8 addresses and 32 with a
+  made-up bearer token from 16 addresses, each kept over the minimum body rate (refused
+  ones reconnect); the bystander tenant alternates ``GET /v1/me`` and a small
+  ``POST /v1/verify``;
+- ``verify-cpu`` (item 8): 4 anonymous clients from 4 addresses verify a crafted video
+  (1080p, 60 fps, 30 s, a single keyframe) in a loop; the server's CPU seconds per
+  verification, and the bystander's ``GET /v1/me`` meanwhile;
+- ``batches`` (item 7): measures instead a ``facegate serve`` with one
 in-process worker (the embedded shape: SQLite, a local folder): the bystander tenant
 submits single jobs, one every 0.25 s, alone (``--requests``) and then for ``--seconds``
 while an editor key of another tenant sends batches of 100 small PNGs (1000x1000 of one
@@ -25,14 +39,19 @@ item, ``damaged`` refused by its last image, damaged, after every other one is d
 (p50, p95, max), its non-2xx answers, the editor's answers, and how often the server
 logged ``database is locked``.
 
-    .venv/bin/python benchmarks/hostile_bench.py [--requests 300]
-    .venv/bin/python benchmarks/hostile_bench.py --scenario batches [--requests 40]
-        [--concurrent-batches 6] [--seconds 30] [--batch-kind cap|damaged|fits]
+- ``webhooks`` (item 4): tenant acme's five webhook
+  receivers answer a byte every 2 s; tenant globex's one receiver answers at once. Measured:
+  how late globex's webhooks arrive (from the job's end, the event's ``finished_at``, to the
+  receiver), p50/p95/max, and how many of its API calls answered non-2xx or webhooks never
+  came. The server runs one in-process worker (the dispatcher runs beside the workers); the
+  events are jobs cancelled as soon as submitted.
+
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import os
@@ -43,12 +62,16 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import httpx
 from PIL import Image
+from pydantic import ValidationError
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
+from facegate.provenance.keys import create_keys as create_signing_keys
+from facegate.settings import Settings
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -77,11 +100,16 @@ def create_keys(url: str) -> dict[str, str]:
 
 
 def start_server(
-    tmp: Path, port: int, workers: int = 0, log: Path | None = None
+    tmp: Path,
+    port: int,
+    extra: dict[str, str] | None = None,
+    *,
+    workers: int = 0,
+    log: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``facegate serve`` in its own process, with this process's environment (its
-    PYTHONPATH included: the code measured is the one this bench imports); its output
-    (log lines) to ``log`` when given."""
+    PYTHONPATH included: the code measured is the one this bench imports) and ``extra``;
+    its output (log lines) to ``log`` when given."""
     env = {
         **os.environ,
         "FACEGATE_DATABASE_URL": f"sqlite:///{tmp}/facegate.db",
@@ -92,6 +120,7 @@ def start_server(
         "FACEGATE_BAN_MAX_FAILURES": "100000",  # measure the slots, not the ban
         "FACEGATE_LOG_LEVEL": "warning",
         "FACEGATE_ACCESS_LOG": "false",
+        **(extra or {}),
     }
     command = [
         sys.executable,
@@ -205,6 +234,343 @@ def refused_uploads(port: int, pid: int) -> None:
         f"{statistics.median(times):.1f} ms (median) "
         f"with 4 KB sent; server RSS {before:.0f} -> {rss_mb(pid):.0f} MB"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="default")
+    parser.add_argument("--seconds", type=float, default=20.0, help="of each attack")
+    parser.add_argument("--concurrent-batches", type=int, default=6, help="batches: senders")
+    parser.add_argument("--batch-kind", choices=["cap", "damaged", "fits"], default="cap")
+    parser.add_argument("--samples", type=int, default=8, help="webhooks: globex's events")
+    args = parser.parse_args()
+    SCENARIOS[args.scenario](args)
+
+
+def default_scenario(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        keys = create_keys(f"sqlite:///{tmp}/facegate.db")
+        port = free_port()
+        server = start_server(tmp, port)
+        try:
+            bystander(port, keys["globex"], 30)  # warm-up
+            base = report("baseline", *bystander(port, keys["globex"], args.requests), None)
+            victim = keys["globex"]
+            attack = under_attack(port, "x", 10_000_000, victim, args.requests)
+            report("slow bad token", *attack, base)
+            attack = under_attack(port, keys["acme"], 2_000_000, victim, args.requests)
+            report("slow valid key", *attack, base)
+            refused_uploads(port, server.pid)
+        finally:
+            server.terminate()
+            server.wait(20)
+
+
+# -- issue 26: public uploads (item 2) and the anonymous verify's CPU (item 8) -------------
+
+
+def summary(name: str, latencies: list[float], failures: int) -> None:
+    p50 = statistics.median(latencies)
+    p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) > 1 else latencies[0]
+    print(
+        f"{name:<22} n {len(latencies):4d}  p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  "
+        f"max {max(latencies):7.2f} ms  non-2xx: {failures}"
+    )
+
+
+def small_jpeg() -> bytes:
+    import cv2  # optional: only the issue-26 scenarios encode media
+    import numpy as np
+
+    gradient = np.tile(np.arange(96, dtype=np.uint8), (96, 1))
+    ok, data = cv2.imencode(".jpg", cv2.merge([gradient, gradient.T, gradient]))
+    assert ok
+    return bytes(data)
+
+
+def tenant_calls(port: int, token: str, seconds: float, verify: bool) -> tuple[list[float], int]:
+    """The bystander tenant for ``seconds``: ``GET /v1/me`` (and, with ``verify``, a small
+    ``POST /v1/verify`` after each), sequential."""
+    headers = {"Authorization": f"Bearer {token}", "X-Forwarded-For": BYSTANDER}
+    image = small_jpeg()
+    latencies, failures = [], 0
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as c:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            calls: list[tuple[str, dict[str, object]]] = [("/v1/me", {})]
+            if verify:
+                calls.append(("/v1/verify", {"files": {"file": ("p.jpg", image, "image/jpeg")}}))
+            for path, extra in calls:
+                started = time.perf_counter()
+                try:
+                    if extra:
+                        status = c.post(path, files=extra["files"]).status_code  # type: ignore[arg-type]
+                    else:
+                        status = c.get(path).status_code
+                except httpx.TransportError:
+                    status = 0
+                latencies.append((time.perf_counter() - started) * 1000)
+                failures += not 200 <= status < 300
+    return latencies, failures
+
+
+PREAMBLE = (
+    b'--x\r\nContent-Disposition: form-data; name="file"; filename="a.mp4"\r\n'
+    b"Content-Type: video/mp4\r\n\r\n"
+)
+
+
+def open_public_upload(port: int, path: str, address: str, token: str | None) -> socket.socket:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\n{auth}"
+        f"Content-Type: multipart/form-data; boundary=x\r\nContent-Length: {200 << 20}\r\n"
+        f"X-Forwarded-For: {address}\r\n\r\n"
+    ).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(head + PREAMBLE)
+    return sock
+
+
+def keep_uploading(
+    port: int, plan: list[tuple[str, str, str | None]], stop: threading.Event
+) -> None:
+    """Each planned upload kept alive at 20 KiB/s (over the default 16 KiB/s minimum); one the
+    server answers is opened again, at most every half second per slot."""
+    sockets: list[socket.socket | None] = [None] * len(plan)
+    opened = [0.0] * len(plan)
+    while not stop.wait(0.25):
+        for index, (path, address, token) in enumerate(plan):
+            sock = sockets[index]
+            if sock is None and time.monotonic() - opened[index] >= 0.5:
+                opened[index] = time.monotonic()
+                try:
+                    sockets[index] = open_public_upload(port, path, address, token)
+                except OSError:
+                    continue
+            elif sock is not None:
+                try:
+                    sock.sendall(b"-" * 5120)
+                except OSError:
+                    sock.close()
+                    sockets[index] = None
+    for sock in sockets:
+        if sock is not None:
+            sock.close()
+
+
+def public_uploads_scenario(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        keys = create_keys(f"sqlite:///{tmp}/facegate.db")
+        port = free_port()
+        create_signing_keys(tmp / "provenance")  # what `facegate provenance init` writes
+        server = start_server(tmp, port, {"FACEGATE_MAX_IN_FLIGHT_REQUESTS": "32"})
+        try:
+            tenant_calls(port, keys["globex"], 2, verify=True)  # warm-up
+            summary("idle", *tenant_calls(port, keys["globex"], args.seconds / 2, verify=True))
+            plan: list[tuple[str, str, str | None]] = [
+                ("/v1/verify" if n % 2 else "/v1/reports", f"192.0.2.{n + 1}", None)
+                for n in range(8)
+            ]
+            plan += [("/v1/verify", f"203.0.113.{n % 16 + 1}", f"fg_fake{n}") for n in range(32)]
+            stop = threading.Event()
+            attack = threading.Thread(target=keep_uploading, args=(port, plan, stop), daemon=True)
+            attack.start()
+            try:
+                time.sleep(1.0)
+                summary(
+                    "slow public uploads",
+                    *tenant_calls(port, keys["globex"], args.seconds, verify=True),
+                )
+            finally:
+                stop.set()
+                attack.join()
+        finally:
+            server.terminate()
+            server.wait(20)
+
+
+def keyframeless_clip(path: Path, width: int, height: int, fps: int, seconds: float) -> None:
+    """A video dear to decode and cheap to make: one keyframe, then a second of busy
+    P-frames repeated (stream-copied)."""
+    import io
+
+    import av  # optional: only the verify-cpu scenario makes a video
+    import numpy as np
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {
+            "preset": "ultrafast",
+            "x264-params": "keyint=100000:scenecut=0:bframes=0",
+        }
+        noise = np.random.default_rng(0).integers(0, 255, (height // 8, width // 8, 3), np.uint8)
+        base = noise.repeat(8, 0).repeat(8, 1)
+        for index in range(fps):
+            frame = av.VideoFrame.from_ndarray(np.roll(base, index * 4, axis=1), format="bgr24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    buffer.seek(0)
+    with av.open(buffer, "r") as source, av.open(str(path), "w") as copied:
+        template = source.streams.video[0]
+        packets = [packet for packet in source.demux(template) if packet.size]
+        step = int(packets[1].pts or 0) - int(packets[0].pts or 0)
+        copy = copied.add_stream_from_template(template)
+        for index in range(round(fps * seconds)):
+            original = packets[0] if index == 0 else packets[1 + (index - 1) % (fps - 1)]
+            packet = av.Packet(bytes(original))
+            packet.pts = packet.dts = index * step
+            if template.time_base is not None:
+                packet.time_base = template.time_base
+            packet.is_keyframe = index == 0
+            packet.stream = copy
+            copied.mux(packet)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def anonymous_verifier(
+    port: int, address: str, clip: bytes, stop: threading.Event, done: list[int]
+) -> None:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+        while not stop.is_set():
+            files = {"file": ("clip.mp4", clip, "video/mp4")}
+            answer = client.post("/v1/verify", files=files, headers={"X-Forwarded-For": address})
+            done.append(answer.status_code)
+
+
+def verify_cpu_scenario(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        keyframeless_clip(tmp / "clip.mp4", 1920, 1080, 60, 30.0)
+        clip = (tmp / "clip.mp4").read_bytes()
+        keys = create_keys(f"sqlite:///{tmp}/facegate.db")
+        port = free_port()
+        create_signing_keys(tmp / "provenance")
+        server = start_server(tmp, port, {"FACEGATE_RATE_LIMIT_IP_PER_MINUTE": "100000"})
+        try:
+            tenant_calls(port, keys["globex"], 2, verify=False)  # warm-up
+            summary("idle", *tenant_calls(port, keys["globex"], args.seconds / 2, verify=False))
+            stop, done = threading.Event(), list[int]()
+            clients = [
+                threading.Thread(
+                    target=anonymous_verifier, args=(port, f"192.0.2.{n + 1}", clip, stop, done)
+                )
+                for n in range(4)
+            ]
+            spent = cpu_seconds(server.pid)
+            for thread in clients:
+                thread.start()
+            try:
+                measured = tenant_calls(port, keys["globex"], args.seconds, verify=False)
+            finally:
+                stop.set()
+                for thread in clients:
+                    thread.join()
+            spent = cpu_seconds(server.pid) - spent
+            summary("4 anonymous verifiers", *measured)
+            codes = sorted(set(done))
+            print(
+                f"anonymous verifications of a {len(clip) >> 10} KB 1080p60 30 s clip: "
+                f"{len(done)} answered {codes}, server CPU {spent:.1f} s "
+                f"({spent / max(1, len(done)):.2f} s each)"
+            )
+        finally:
+            server.terminate()
+            server.wait(20)
+
+
+SLOW_RECEIVERS = 5
+TRICKLE_SECONDS = 20.0
+
+
+class Trickler:
+    """Webhook receivers that answer one byte of a status line every 2 s, for
+    ``TRICKLE_SECONDS``, on an asyncio loop of their own."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            ends = time.monotonic() + TRICKLE_SECONDS
+            for byte in b"HTTP/1.1 200 OK\r\nx-slow: " + b"a" * 100:
+                if time.monotonic() >= ends:
+                    break
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(2.0)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # cancelled: the bench is over
+        finally:
+            writer.close()
+
+    def start(self) -> None:
+        self.thread.start()
+        server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._answer, "127.0.0.1", 0), self.loop
+        ).result(10)
+        self.port = server.sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+class FastReceiver:
+    """globex's receiver: answers 200 at once, keeping when each message came."""
+
+    def __init__(self) -> None:
+        self.arrivals: dict[str, float] = {}  # job id -> lateness in ms
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            now = time.time()
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            event = json.loads(body)
+            finished = datetime.fromisoformat(event["data"]["finished_at"]).timestamp()
+            self.arrivals[event["data"]["id"]] = (now - finished) * 1000
 
 
 EDITOR, SUBMITTER = "192.0.2.80", "198.51.100.9"
@@ -349,41 +715,131 @@ def batches_scenario(requests: int, concurrent: int, seconds: float, kind: str) 
         print(f"'database is locked' in the server's log: {locked}")
 
 
-def slow_clients_scenario(requests: int) -> None:
-    """The slow-client attacks of the module docstring against the baseline."""
+def allow_loopback() -> str:
+    """The allow-list entry for loopback receivers on free ports: every port where the code
+    knows ports (``:*``), the bare network on code that predates them."""
+    try:
+        Settings(webhook_allowed_networks=["127.0.0.1/32:*"])
+    except ValidationError:
+        return json.dumps(["127.0.0.1/32"])
+    return json.dumps(["127.0.0.1/32:*"])
+
+
+def webhook_keys(url: str) -> dict[str, str]:
+    migrate(url)
+    engine = create_engine_from_url(url)
+    with session_scope(create_session_factory(engine)) as session:
+        service = TenancyService(session)
+        keys = {}
+        for tenant in ("acme", "globex"):
+            policy = PolicySpec(requests_per_minute=1_000_000, allowed_processors=["face_debugger"])
+            service.create_tenant(TenantSpec(id=tenant, policy=policy))
+            scopes = ["jobs:write", "jobs:read", "tenant:admin"]
+            keys[tenant] = service.create_key(tenant, KeyCreate(scopes=scopes)).token
+    engine.dispose()
+    return keys
+
+
+def tiny_jpeg() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (64, 64), (120, 90, 60)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def end_a_job(client: httpx.Client, token: str, target: bytes) -> tuple[str | None, int]:
+    """A job submitted and cancelled at once (its end is the event); (job id, non-2xx)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    files = {"target": ("t.jpg", target, "image/jpeg")}
+    options = {"options": json.dumps({"processors": ["face_debugger"]})}
+    submitted = client.post("/v1/jobs", headers=headers, files=files, data=options)
+    if not submitted.is_success:
+        return None, 1
+    job_id = str(submitted.json()["id"])
+    cancelled = client.delete(f"/v1/jobs/{job_id}", headers=headers)
+    return job_id, int(not cancelled.is_success)
+
+
+def webhooks_scenario(samples: int) -> None:
+    trickler, fast = Trickler(), FastReceiver()
+    trickler.start()
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        keys = create_keys(f"sqlite:///{tmp}/facegate.db")
+        keys = webhook_keys(f"sqlite:///{tmp}/facegate.db")
         port = free_port()
-        server = start_server(tmp, port)
+        extra = {
+            "FACEGATE_WEBHOOK_ALLOWED_NETWORKS": allow_loopback(),
+            "FACEGATE_WEBHOOK_POLL_SECONDS": "0.1",
+            "FACEGATE_JOB_POLL_SECONDS": "0.1",
+        }
+        server = start_server(tmp, port, extra, workers=1)
+        target = tiny_jpeg()
         try:
-            bystander(port, keys["globex"], 30)  # warm-up
-            base = report("baseline", *bystander(port, keys["globex"], requests), None)
-            victim = keys["globex"]
-            attack = under_attack(port, "x", 10_000_000, victim, requests)
-            report("slow bad token", *attack, base)
-            attack = under_attack(port, keys["acme"], 2_000_000, victim, requests)
-            report("slow valid key", *attack, base)
-            refused_uploads(port, server.pid)
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+                for token, url in [
+                    *[
+                        (keys["acme"], f"http://127.0.0.1:{trickler.port}/{n}")
+                        for n in range(SLOW_RECEIVERS)
+                    ],
+                    (keys["globex"], f"http://127.0.0.1:{fast.port}/hook"),
+                ]:
+                    created = client.post(
+                        "/v1/webhooks",
+                        headers={"Authorization": f"Bearer {token}"},
+                        json={"url": url},
+                    )
+                    assert created.status_code == 201, created.text
+                non_2xx = lost = 0
+                sent: list[str] = []
+                for n in range(samples):
+                    if n % 3 == 0:  # acme keeps its receivers busy: 5 deliveries a job
+                        non_2xx += end_a_job(client, keys["acme"], target)[1]
+                        time.sleep(0.5)
+                    job_id, failed = end_a_job(client, keys["globex"], target)
+                    non_2xx += failed
+                    if job_id is None:
+                        continue
+                    sent.append(job_id)
+                    deadline = time.monotonic() + 3 * TRICKLE_SECONDS
+                    while job_id not in fast.arrivals and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    lost += job_id not in fast.arrivals
+                    time.sleep(0.3)
         finally:
             server.terminate()
             server.wait(20)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=["slow-clients", "batches"], default="slow-clients")
-    parser.add_argument("--requests", type=int, default=None)
-    parser.add_argument("--concurrent-batches", type=int, default=6)
-    parser.add_argument("--seconds", type=float, default=30.0, help="batches: attack length")
-    parser.add_argument("--batch-kind", choices=["cap", "damaged", "fits"], default="cap")
-    args = parser.parse_args()
-    if args.scenario == "batches":
-        batches_scenario(
-            args.requests or 40, args.concurrent_batches, args.seconds, args.batch_kind
-        )
+            trickler.stop()
+    late = [fast.arrivals[j] for j in sent if j in fast.arrivals]
+    if len(late) < 2:
+        print(f"webhooks: {len(late)} of {len(sent)} arrived; non-2xx {non_2xx}")
         return
-    slow_clients_scenario(args.requests or 300)
+    p95 = statistics.quantiles(late, n=20, method="inclusive")[18]
+    print(
+        f"webhooks (globex while acme's {SLOW_RECEIVERS} receivers trickle): "
+        f"{len(late)}/{len(sent)} arrived, lateness p50 {statistics.median(late):.0f} ms  "
+        f"p95 {p95:.0f} ms  max {max(late):.0f} ms  non-2xx: {non_2xx}  never came: {lost}"
+    )
+
+
+def batch_scenario(args: argparse.Namespace) -> None:
+    batches_scenario(
+        args.requests if args.requests != 300 else 40,
+        args.concurrent_batches,
+        args.seconds,
+        args.batch_kind,
+    )
+
+
+def webhook_scenario(args: argparse.Namespace) -> None:
+    webhooks_scenario(args.samples)
+
+
+SCENARIOS = {
+    "default": default_scenario,
+    "public-uploads": public_uploads_scenario,
+    "verify-cpu": verify_cpu_scenario,
+    "batches": batch_scenario,
+    "webhooks": webhook_scenario,
+}
 
 
 if __name__ == "__main__":

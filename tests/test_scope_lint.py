@@ -48,7 +48,7 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
     "WebhookEvent": ("webhooks/repository.py", {"take_events", "drop_events"}),
     "WebhookDelivery": (
         "webhooks/repository.py",
-        {"readable_deliveries", "take_due", "delivery"},
+        {"readable_deliveries", "due_tenants", "delivery"},
     ),
     "ConsentAttestation": ("consent/repository.py", {"readable_statement"}),
     # Tracing a file looks its mark up by what the file carries, whoever made it.

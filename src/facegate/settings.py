@@ -6,7 +6,6 @@ explicit values they need, so tests build them without touching the environment.
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
@@ -15,6 +14,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from facegate.errors import InvalidSettings
+from facegate.networks import parse_allowed
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
 _ALL_JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = ("HS256", "RS256", "ES256")
@@ -158,9 +158,12 @@ class Settings(BaseSettings):
     max_batch_body_bytes: int = Field(default=512 * 1024**2, ge=1024)
 
     # Webhooks (facegate.webhooks): the operator's allow-list of networks a webhook may reach
-    # although they are not public (CIDRs, e.g. an internal receiver); timeouts and retries.
+    # although they are not public (CIDRs, each with the ports it opens, 80 and 443 unless
+    # it names others: facegate.networks), an attempt's deadline (wall clock, connect to
+    # answer), attempts sent at once per tenant, retries.
     webhook_allowed_networks: list[str] = Field(default_factory=list)
     webhook_timeout_seconds: float = Field(default=5.0, gt=0, le=30)
+    webhook_sends_per_tenant: int = Field(default=4, ge=1, le=64)
     webhook_max_attempts: int = Field(default=8, ge=1, le=20)
     webhook_retry_base_seconds: float = Field(default=5.0, gt=0, le=3600)
     webhook_poll_seconds: float = Field(default=1.0, gt=0, le=60)
@@ -168,8 +171,7 @@ class Settings(BaseSettings):
     @field_validator("webhook_allowed_networks")
     @classmethod
     def _networks(cls, values: list[str]) -> list[str]:
-        for value in values:
-            ipaddress.ip_network(value.strip(), strict=False)  # ValueError names the bad one
+        parse_allowed(values)  # ValueError names the bad entry
         return values
 
     @property

@@ -15,6 +15,7 @@ from facegate.jobs.tables import Job
 from facegate.provenance.marker import marker_for
 from facegate.queue import leases
 from facegate.queue.claim import LockingClaimer
+from facegate.queue.sql import SqlQueue
 from facegate.storage.memory import MemoryStore
 from facegate.storage.tenant import TenantStore
 from facegate.usage.tables import UsageRecord
@@ -115,3 +116,22 @@ def test_a_job_failed_by_the_reaper_is_metered_once(
     with session_scope(sessions) as session:
         records = session.scalars(select(UsageRecord).where(UsageRecord.job_id == job_id)).all()
         assert [(r.status, r.compute_seconds) for r in records] == [("failed", 0.0)]
+
+
+def test_a_tenant_bound_reaper_leaves_other_tenants_jobs(db_engine: Engine) -> None:
+    """The reaper of a tenant-bound process (serve or worker with TENANT_ID) requeues its
+    tenants' expired jobs only: another tenant's are its own workers' business."""
+    sessions = sessions_of(db_engine)
+    with session_scope(sessions) as session:
+        for tenant in ("a", "b"):
+            create_tenant(session, tenant)
+            create_job(session, tenant)
+    claimer = LockingClaimer(db_engine)
+    claims = [claimer.claim(f"w{n}", lease_seconds=0.01) for n in (1, 2)]
+    assert all(claims)
+    time.sleep(0.05)
+    reaped = SqlQueue(db_engine, claimer, reaped_tenants=frozenset({"a"})).reap()
+    assert [(item.tenant_id, item.outcome) for item in reaped] == [("a", "requeued")]
+    with session_scope(sessions) as session:
+        statuses = {t: s for t, s in session.execute(select(Job.tenant_id, Job.status))}
+    assert statuses == {"a": "queued", "b": "running"}

@@ -78,7 +78,7 @@ async def test_the_studio_flow(make_client: Any, database_url: str) -> None:
         "workers": 2,
         "job_poll_seconds": 0.05,
         "webhook_poll_seconds": 0.05,
-        "webhook_allowed_networks": ["127.0.0.1/32"],
+        "webhook_allowed_networks": ["127.0.0.1/32:*"],  # receivers on free ports
     }
     services = [workers_service, deliveries_service]
     with receiving() as receiver, receiving() as rival_receiver:

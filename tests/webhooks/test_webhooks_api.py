@@ -33,7 +33,7 @@ from facegate.worker.embedded import workers_service
 pytestmark = pytest.mark.timeout(180)
 
 ADMIN = ("jobs:write", "jobs:read", "tenant:admin")
-LOOPBACK = ["127.0.0.1/32"]
+LOOPBACK = ["127.0.0.1/32:*"]  # the receivers listen on free ports: every port opened
 FAST = {"webhook_poll_seconds": 0.05, "webhook_retry_base_seconds": 0.05}
 
 

@@ -116,17 +116,21 @@ class Reaped:
     outcome: str  # "requeued" | "failed"
 
 
-def requeue_expired(session: Session, now: datetime | None = None) -> list[Reaped]:
-    """Requeue running jobs whose lease expired; fail those out of attempts.
+def requeue_expired(
+    session: Session, now: datetime | None = None, tenants: frozenset[str] | None = None
+) -> list[Reaped]:
+    """Requeue running jobs whose lease expired; fail those out of attempts. Only
+    ``tenants``' jobs when given (a tenant-bound process touches no other tenant's).
 
     Run at start-up (jobs left running by a crash) and periodically after that.
     """
     now = now or utcnow()
-    expired = session.execute(
-        select(Job.id, Job.tenant_id, Job.attempts, Job.max_attempts).where(
-            Job.status == "running", Job.lease_expires_at < now
-        )
-    ).all()
+    stmt = select(Job.id, Job.tenant_id, Job.attempts, Job.max_attempts).where(
+        Job.status == "running", Job.lease_expires_at < now
+    )
+    if tenants is not None:
+        stmt = stmt.where(Job.tenant_id.in_(sorted(tenants)))
+    expired = session.execute(stmt).all()
     reaped: list[Reaped] = []
     for job_id, tenant_id, attempts, max_attempts in expired:
         guard = (Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)

@@ -81,7 +81,13 @@ class StoredResult:
 class JobOutcomes:
     """The worker's transactions on jobs, stored objects, usage and audit."""
 
-    def __init__(self, engine: Engine, tenant_store: TenantStore, marker: ResultMarker) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        tenant_store: TenantStore,
+        marker: ResultMarker,
+        tenants: frozenset[str] | None = None,
+    ) -> None:
         # Worker transactions write; taking SQLite's write lock at BEGIN avoids the
         # "database is locked" upgrade failure of deferred transactions under WAL.
         self.sessions = sessionmaker(
@@ -89,6 +95,8 @@ class JobOutcomes:
         )
         self.tenant_store = tenant_store
         self.marker = marker
+        # A tenant-bound process purges only its tenants' storage.
+        self.tenants = tenants
         # Objects without a ledger row at the last purge (deleted if still so at the next).
         self._orphan_suspects: set[str] = set()
 
@@ -199,6 +207,8 @@ class JobOutcomes:
         left without a ledger row (seen on two purges in a row); how many in all."""
         with session_scope(self.sessions) as session:
             retention = TenancyRepository(session).retention_days()
+            if self.tenants is not None:
+                retention = {t: days for t, days in retention.items() if t in self.tenants}
             expired = self.tenant_store.purge_expired(session, utcnow(), retention)
             orphans, self._orphan_suspects = self.tenant_store.sweep_orphans(
                 session, sorted(retention), self._orphan_suspects

@@ -16,12 +16,13 @@ from facegate.queue.leases import Reaped, requeue_expired
 REAPER_LOCK_KEY = 0x66677270  # "fgrp"
 
 
-def reap_expired_leases(session: Session) -> list[Reaped]:
-    """Requeue (or fail, when out of attempts) running jobs whose lease has expired."""
+def reap_expired_leases(session: Session, tenants: frozenset[str] | None = None) -> list[Reaped]:
+    """Requeue (or fail, when out of attempts) running jobs whose lease has expired (only
+    ``tenants``' when given)."""
     if session.get_bind().dialect.name == "postgresql":
         got = session.execute(
             text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": REAPER_LOCK_KEY}
         ).scalar_one()
         if not got:
             return []  # another worker is sweeping right now
-    return requeue_expired(session)
+    return requeue_expired(session, tenants=tenants)

@@ -38,8 +38,11 @@ class SqlQueue(ClaimOne):
         *,
         on_reaped: OnReaped | None = None,
         local_key: str | None = None,
+        reaped_tenants: frozenset[str] | None = None,
     ) -> None:
         self.engine = engine
+        # The reaper of a tenant-bound process requeues only its tenants' jobs.
+        self.reaped_tenants = reaped_tenants
         # Worker transactions write; taking SQLite's write lock at BEGIN avoids the
         # "database is locked" upgrade failure of deferred transactions under WAL.
         self.sessions = sessionmaker(
@@ -97,7 +100,7 @@ class SqlQueue(ClaimOne):
         return reaped
 
     def _sweep(self, session: Session) -> list[Reaped]:
-        return leases.requeue_expired(session)
+        return leases.requeue_expired(session, tenants=self.reaped_tenants)
 
     # heartbeats
     def register_worker(self, worker: WorkerInfo) -> None:
@@ -144,7 +147,7 @@ class PostgresQueue(SqlQueue):
         self.listener: QueueListener | None = None
 
     def _sweep(self, session: Session) -> list[Reaped]:
-        return reap_expired_leases(session)
+        return reap_expired_leases(session, self.served.tenants)
 
     def listen(self, on_queued: Callable[[str], None]) -> Callable[[], None]:
         served = self.served.tenants

@@ -6,19 +6,29 @@ attempt is pushed one lease ahead before it is sent, and a dispatcher that dies 
 leaves it to be sent again when that lease runs out (receivers dedupe on ``webhook-id``).
 Several dispatchers (the cluster's workers) share the tables: PostgreSQL hands each its own
 rows (``SKIP LOCKED``), SQLite serialises them.
+
+No tenant waits for another's receivers: the dispatcher's loop (an asyncio loop on a thread
+of its own) claims what is due and starts each attempt as a task, never waiting for a round
+to finish; each tenant has ``sends_per_tenant`` attempts in flight at most (its slow
+receivers hold its own slots), and each attempt ends at its deadline, wall clock. A
+dispatcher bound to tenants (``tenants``: a tenant's own ``serve`` pod) fans out, claims and
+signs only theirs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import httpx
 import structlog
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -31,7 +41,7 @@ from facegate.jobs.tables import Job
 from facegate.settings import Settings
 from facegate.webhooks.addresses import (
     AddressRefused,
-    IPNetwork,
+    AllowedNetwork,
     Resolver,
     destination,
     parse_networks,
@@ -39,16 +49,18 @@ from facegate.webhooks.addresses import (
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.signing import signed_headers
 from facegate.webhooks.tables import BATCH_COMPLETED, WebhookDelivery
-from facegate.webhooks.transport import Attempt, WebhookSender
+from facegate.webhooks.transport import Attempt, new_client, send
 
 log = structlog.get_logger("facegate.webhooks")
 
 MAX_BACKOFF_SECONDS = 6 * 3600.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class DeliveryConfig:
-    allowed_networks: tuple[IPNetwork, ...] = ()
+    allowed_networks: tuple[AllowedNetwork, ...] = ()
+    # The deadline of one attempt, wall clock: resolve, connect, send, read the answer's head.
     timeout_seconds: float = 5.0
     max_attempts: int = 8
     # Attempt n (1-based) that failed waits base * 4**(n-1): 5 s, 20 s, 80 s, ... 6 h at most.
@@ -56,7 +68,8 @@ class DeliveryConfig:
     poll_seconds: float = 1.0
     lease_seconds: float = 60.0
     batch: int = 50
-    senders: int = 4
+    senders: int = 64  # attempts in flight in this process, every tenant together
+    sends_per_tenant: int = 4  # attempts in flight for one tenant
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DeliveryConfig:
@@ -66,6 +79,7 @@ class DeliveryConfig:
             max_attempts=settings.webhook_max_attempts,
             retry_base_seconds=settings.webhook_retry_base_seconds,
             poll_seconds=settings.webhook_poll_seconds,
+            sends_per_tenant=settings.webhook_sends_per_tenant,
         )
 
     def backoff(self, attempts: int) -> timedelta:
@@ -91,7 +105,11 @@ def job_event_body(event_type: str, job: Job) -> str:
 
 
 class WebhookDispatcher:
-    """Fans out and sends; :meth:`run_once` is one round (tests drive it without threads)."""
+    """Fans out and sends. :meth:`start` runs the loop on its own thread; :meth:`run_once`
+    is one round that waits for the attempts it started (tests drive it without threads).
+
+    ``tenants``: only these tenants' events and deliveries (a tenant-bound process);
+    None: every tenant's."""
 
     def __init__(
         self,
@@ -99,45 +117,83 @@ class WebhookDispatcher:
         config: DeliveryConfig | None = None,
         *,
         resolver: Resolver | None = None,
+        tenants: frozenset[str] | None = None,
     ) -> None:
         self.config = config or DeliveryConfig()
         self.sessions: sessionmaker[Session] = sessionmaker(
             bind=engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
         )
         self.resolver = resolver
-        self.sender = WebhookSender(self.config.timeout_seconds)
-        self._pool = ThreadPoolExecutor(self.config.senders, thread_name_prefix="webhook-send")
+        self.tenants = tenants
+        self._in_flight: dict[str, int] = {}  # tenant -> attempts in flight (loop thread only)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # lifecycle
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="webhook-dispatcher", daemon=True)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._serve()), name="webhook-dispatcher", daemon=True
+        )
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop claiming; the attempts in flight end (each by its deadline at the latest)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        self._pool.shutdown(wait=True)
-        self.sender.close()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                busy = self.run_once()
-            except Exception:
-                log.exception("webhook.dispatcher_error")
-                busy = 0
-            if not busy:
-                self._stop.wait(self.config.poll_seconds)
+    def _threads(self) -> ThreadPoolExecutor:
+        # The database and the system resolver run here: enough threads that attempts
+        # waiting on a slow lookup leave others theirs (asyncio's default has cores + 4).
+        return ThreadPoolExecutor(self.config.senders + 8, thread_name_prefix="webhook-io")
+
+    async def _serve(self) -> None:
+        asyncio.get_running_loop().set_default_executor(self._threads())
+        tasks: set[asyncio.Task[None]] = set()
+        async with new_client(self.config.timeout_seconds) as client:
+            while not self._stop.is_set():
+                try:
+                    busy = len(await self._start_round(client, tasks))
+                except Exception:
+                    log.exception("webhook.dispatcher_error")
+                    busy = 0
+                # Woken early when an attempt ends: its tenant may have more due.
+                await _wait_any(tasks, 0.05 if busy else self.config.poll_seconds, self._stop)
+            if tasks:
+                await asyncio.wait(tasks)
 
     # one round
     def run_once(self) -> int:
-        """Fan out waiting events, send the due deliveries; how many rows it handled."""
-        return self.fan_out() + self.deliver_due()
+        """Fan out waiting events, send the due deliveries and wait for those attempts;
+        how many rows it handled."""
+
+        async def round_trip() -> int:
+            asyncio.get_running_loop().set_default_executor(self._threads())
+            tasks: set[asyncio.Task[None]] = set()
+            async with new_client(self.config.timeout_seconds) as client:
+                started = await self._start_round(client, tasks)
+                if tasks:
+                    await asyncio.wait(tasks)
+            return started.events + len(started)
+
+        # On a thread of its own: callers (tests) may be inside an event loop already.
+        with ThreadPoolExecutor(1, thread_name_prefix="webhook-round") as runner:
+            return runner.submit(asyncio.run, round_trip()).result()
+
+    async def _start_round(
+        self, client: httpx.AsyncClient, tasks: set[asyncio.Task[None]]
+    ) -> _Round:
+        events = await _in_thread(self.fan_out)
+        in_flight = dict(self._in_flight)  # a snapshot: the tasks change it on this loop
+        claimed = await _in_thread(lambda: self.claim_due(in_flight))
+        for tenant_id, delivery_id in claimed:
+            self._in_flight[tenant_id] = self._in_flight.get(tenant_id, 0) + 1
+            task = asyncio.create_task(self._attempt(client, tenant_id, delivery_id))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        return _Round(claimed, events)
 
     def fan_out(self) -> int:
         """Each job event becomes a delivery per subscribed endpoint; the event of a
@@ -145,7 +201,7 @@ class WebhookDispatcher:
         now = utcnow()
         with session_scope(self.sessions) as session:
             repository = WebhookRepository(session)
-            events = repository.take_events(self.config.batch)
+            events = repository.take_events(self.config.batch, self.tenants)
             jobs, batches = JobRepository(session), BatchRepository(session)
             for event in events:
                 job = jobs.get(event.tenant_id, event.job_id)
@@ -166,32 +222,54 @@ class WebhookDispatcher:
             repository.drop_events([event.id for event in events])
         return len(events)
 
-    def deliver_due(self) -> int:
+    def claim_due(self, in_flight: Mapping[str, int]) -> list[tuple[str, uuid.UUID]]:
+        """Claim due deliveries, each tenant up to its free slots (its in-flight attempts
+        count against ``sends_per_tenant``), the tenant waiting longest first; (tenant,
+        delivery id) of each. A claimed delivery's next attempt moves one lease ahead."""
         now = utcnow()
+        free_total = self.config.senders - sum(in_flight.values())
+        claimed: list[tuple[str, uuid.UUID]] = []
+        if free_total <= 0:
+            return claimed
+        lease = timedelta(seconds=self.config.lease_seconds)
         with session_scope(self.sessions) as session:
-            due = WebhookRepository(session).take_due(now, self.config.batch)
-            claimed = []
-            for delivery in due:
-                delivery.attempts += 1
-                delivery.next_attempt_at = now + timedelta(seconds=self.config.lease_seconds)
-                claimed.append(delivery.id)
-        list(self._pool.map(self._attempt, claimed))
-        return len(claimed)
+            repository = WebhookRepository(session)
+            for tenant_id in repository.due_tenants(now, self.tenants):
+                free = min(
+                    self.config.sends_per_tenant - in_flight.get(tenant_id, 0),
+                    free_total - len(claimed),
+                    self.config.batch,
+                )
+                if free <= 0:
+                    continue
+                for delivery in repository.take_due(tenant_id, now, free):
+                    delivery.attempts += 1
+                    delivery.next_attempt_at = now + lease
+                    claimed.append((tenant_id, delivery.id))
+                if len(claimed) >= free_total:
+                    break
+        return claimed
 
     # one delivery
-    def _attempt(self, delivery_id: uuid.UUID) -> None:
-        now = utcnow()
-        with session_scope(self.sessions, read_only=True) as session:
-            repository = WebhookRepository(session)
-            delivery = repository.delivery(delivery_id)
-            if delivery is None:
-                return
-            endpoint = (
-                repository.endpoint_by_id(delivery.endpoint_id) if delivery.endpoint_id else None
-            )
-            secrets = endpoint.signing_secrets(now) if endpoint is not None else []
-            tenant_id, url, body = delivery.tenant_id, delivery.url, delivery.body.encode()
-            message_id, event_type = delivery.message_id, delivery.event_type
+    async def _attempt(
+        self, client: httpx.AsyncClient, tenant_id: str, delivery_id: uuid.UUID
+    ) -> None:
+        try:
+            await self._send_one(client, delivery_id)
+        except Exception:
+            log.exception("webhook.attempt_error", tenant_id=tenant_id)
+        finally:
+            left = self._in_flight.get(tenant_id, 1) - 1
+            if left:
+                self._in_flight[tenant_id] = left
+            else:
+                self._in_flight.pop(tenant_id, None)
+
+    async def _send_one(self, client: httpx.AsyncClient, delivery_id: uuid.UUID) -> None:
+        loaded = await _in_thread(lambda: self._load(delivery_id))
+        if loaded is None:
+            return
+        tenant_id, url, body, message_id, event_type, secrets = loaded
         bound = log.bind(
             tenant_id=tenant_id,
             delivery_id=str(delivery_id),
@@ -199,24 +277,60 @@ class WebhookDispatcher:
             host=_host(url),
         )
         if not secrets:
-            self._record(delivery_id, None, "the endpoint was deleted", final="failed")
+            await _in_thread(
+                lambda: self._record(delivery_id, None, "the endpoint was deleted", final="failed")
+            )
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.timeout_seconds
         try:
-            target = destination(url, self.config.allowed_networks, self.resolver)
+            # The lookup is part of the attempt: its deadline covers it too.
+            async with asyncio.timeout_at(deadline):
+                target = await _in_thread(
+                    lambda: destination(url, self.config.allowed_networks, self.resolver)
+                )
         except AddressRefused as exc:
             bound.warning("webhook.refused", reason=exc.reason)
-            self._record(delivery_id, None, f"refused: {exc.reason}", final="refused")
+            error = f"refused: {exc.public}"
+            await _in_thread(lambda: self._record(delivery_id, None, error, final="refused"))
             return
-        attempt = self.sender.send(target, signed_headers(secrets, message_id, body), body)
+        except TimeoutError:
+            target = None
+        if target is None:
+            attempt = Attempt(None, "timed out resolving the host", self.config.timeout_seconds)
+        else:
+            headers = signed_headers(secrets, message_id, body)
+            attempt = await send(client, target, headers, body, max(0.0, deadline - loop.time()))
         if attempt.ok:
-            bound.info(
-                "webhook.delivered", status_code=attempt.status_code, address=str(target.address)
-            )
+            address = str(target.address) if target else None
+            bound.info("webhook.delivered", status_code=attempt.status_code, address=address)
         else:
             bound.warning(
                 "webhook.attempt_failed", status_code=attempt.status_code, error=attempt.error
             )
-        self._record(delivery_id, attempt, attempt.error, final="succeeded" if attempt.ok else None)
+        final = "succeeded" if attempt.ok else None
+        await _in_thread(lambda: self._record(delivery_id, attempt, attempt.error, final=final))
+
+    def _load(self, delivery_id: uuid.UUID) -> tuple[str, str, bytes, str, str, list[str]] | None:
+        """What an attempt needs of its delivery: (tenant, url, body, message id, event
+        type, the signing secrets; none when the endpoint was deleted)."""
+        with session_scope(self.sessions, read_only=True) as session:
+            repository = WebhookRepository(session)
+            delivery = repository.delivery(delivery_id)
+            if delivery is None:
+                return None
+            endpoint = (
+                repository.endpoint_by_id(delivery.endpoint_id) if delivery.endpoint_id else None
+            )
+            secrets = endpoint.signing_secrets(utcnow()) if endpoint is not None else []
+            return (
+                delivery.tenant_id,
+                delivery.url,
+                delivery.body.encode(),
+                delivery.message_id,
+                delivery.event_type,
+                secrets,
+            )
 
     def _record(
         self,
@@ -288,6 +402,37 @@ def _queue(
                 created_at=now,
             )
         )
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What one round started: the deliveries claimed, and the events fanned out."""
+
+    claimed: list[tuple[str, uuid.UUID]]
+    events: int
+
+    def __len__(self) -> int:
+        return len(self.claimed)
+
+
+async def _in_thread(call: Callable[[], T]) -> T:
+    """A blocking call (the database, the system resolver) off the event loop."""
+    return await asyncio.to_thread(call)
+
+
+async def _wait_any(tasks: set[asyncio.Task[None]], seconds: float, stop: threading.Event) -> None:
+    """Until an attempt ends, ``seconds`` pass or ``stop`` is set (checked every 50 ms)."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    while not stop.is_set() and loop.time() < until:
+        pending = [task for task in tasks if not task.done()]
+        step = min(0.05, max(0.0, until - loop.time()))
+        if not pending:
+            await asyncio.sleep(step)
+            continue
+        done, _ = await asyncio.wait(pending, timeout=step, return_when=asyncio.FIRST_COMPLETED)
+        if done:
+            return
 
 
 def _host(url: str) -> str:

@@ -1,6 +1,7 @@
 """All SQL on webhook tables. Tenant-facing reads and writes start from
 ``readable_endpoints(tenant)`` / ``readable_deliveries(tenant)``; the dispatcher's
-statements (events to fan out, deliveries due) work across tenants and serve no request."""
+statements (events to fan out, the tenants with deliveries due) work across tenants, or
+across those a tenant-bound process serves, and answer no request."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.orm import Session
 
 from facegate.webhooks.tables import WebhookDelivery, WebhookEndpoint, WebhookEvent
@@ -61,26 +62,39 @@ class WebhookRepository:
         stmt = stmt.order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id).limit(limit)
         return list(self.session.scalars(stmt))
 
-    # the dispatcher's statements (every tenant)
-    def take_events(self, limit: int) -> list[WebhookEvent]:
-        """Events to fan out, locked against another dispatcher (PostgreSQL)."""
-        stmt = (
-            select(WebhookEvent)
-            .order_by(WebhookEvent.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
+    # the dispatcher's statements (every tenant, or the tenants its process is bound to)
+    def take_events(self, limit: int, tenants: frozenset[str] | None = None) -> list[WebhookEvent]:
+        """Events to fan out (only ``tenants``' when given), locked against another
+        dispatcher (PostgreSQL)."""
+        stmt = select(WebhookEvent)
+        if tenants is not None:
+            stmt = stmt.where(WebhookEvent.tenant_id.in_(sorted(tenants)))
+        stmt = stmt.order_by(WebhookEvent.id).limit(limit).with_for_update(skip_locked=True)
         return list(self.session.scalars(stmt))
 
     def drop_events(self, ids: Sequence[int]) -> None:
         if ids:
             self.session.execute(delete(WebhookEvent).where(WebhookEvent.id.in_(list(ids))))
 
-    def take_due(self, now: datetime, limit: int) -> list[WebhookDelivery]:
-        """Pending deliveries whose next attempt is due, locked against another
+    def due_tenants(
+        self, now: datetime, tenants: frozenset[str] | None = None, limit: int = 1000
+    ) -> list[str]:
+        """The tenants with a delivery due (only among ``tenants`` when given), the one
+        waiting longest first."""
+        oldest = func.min(WebhookDelivery.next_attempt_at)
+        stmt = select(WebhookDelivery.tenant_id).where(
+            WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now
+        )
+        if tenants is not None:
+            stmt = stmt.where(WebhookDelivery.tenant_id.in_(sorted(tenants)))
+        stmt = stmt.group_by(WebhookDelivery.tenant_id).order_by(oldest).limit(limit)
+        return list(self.session.scalars(stmt))
+
+    def take_due(self, tenant_id: str, now: datetime, limit: int) -> list[WebhookDelivery]:
+        """A tenant's pending deliveries whose next attempt is due, locked against another
         dispatcher (PostgreSQL; SQLite's write transaction serialises them)."""
         stmt = (
-            select(WebhookDelivery)
+            self.readable_deliveries(tenant_id)
             .where(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
             .order_by(WebhookDelivery.next_attempt_at)
             .limit(limit)

@@ -1,5 +1,6 @@
 """Webhook endpoint rules: create (the URL's form and a literal address checked at once, a
-name at each delivery), delete, rotate the secret with a grace period; each audited."""
+name at each delivery), delete, rotate the secret with a grace period; each audited (the
+URL without its query)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from facegate.database import utcnow
 from facegate.errors import InvalidInput, NotFound
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
-from facegate.webhooks.addresses import IPNetwork, literal_refusal
+from facegate.webhooks.addresses import AllowedNetwork, literal_refusal, recorded_url
 from facegate.webhooks.repository import WebhookRepository
 from facegate.webhooks.schemas import EndpointCreate
 from facegate.webhooks.signing import new_secret
@@ -35,7 +36,7 @@ class WebhookService:
         self.repository = WebhookRepository(session)
 
     def create(
-        self, principal: Principal, request: EndpointCreate, allowed: Sequence[IPNetwork]
+        self, principal: Principal, request: EndpointCreate, allowed: Sequence[AllowedNetwork]
     ) -> WebhookEndpoint:
         tenant_id = principal.tenant_id
         refused = literal_refusal(request.url, allowed)
@@ -67,7 +68,9 @@ class WebhookService:
             principal,
             WEBHOOK_CREATE,
             f"webhook:{endpoint.id}",
-            {"url": request.url, "event_types": endpoint.event_types},
+            # Without query, fragment or credentials: receivers put their tokens there, and
+            # the audit trail is read by the tenant's admins and the operators.
+            {"url": recorded_url(request.url), "event_types": endpoint.event_types},
         )
         return endpoint
 
@@ -80,7 +83,11 @@ class WebhookService:
     def delete(self, principal: Principal, endpoint_id: uuid.UUID) -> None:
         endpoint = self.get(principal.tenant_id, endpoint_id)
         record_audit(
-            self.session, principal, WEBHOOK_DELETE, f"webhook:{endpoint.id}", {"url": endpoint.url}
+            self.session,
+            principal,
+            WEBHOOK_DELETE,
+            f"webhook:{endpoint.id}",
+            {"url": recorded_url(endpoint.url)},
         )
         self.repository.delete_endpoint(endpoint)
 

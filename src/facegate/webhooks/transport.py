@@ -1,8 +1,14 @@
-"""Sending one webhook: to the address that was checked, no redirects, short timeouts,
-the answer's body never read (only its status line and headers)."""
+"""Sending one webhook: to the address that was checked, no redirects, and one deadline for
+the whole attempt, wall clock — connect, send the body, read the status line and headers.
+httpx's timeouts apply to each read, so a receiver trickling a byte a second never trips
+them; the attempt runs under ``asyncio.timeout`` instead. The answer's body is never read.
+
+What an attempt records says what went wrong in a few fixed words (never the exception's
+text: it can name the address connected to)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -26,43 +32,56 @@ class Attempt:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-class WebhookSender:
-    """One httpx client for every delivery of a dispatcher (thread-safe)."""
+def new_client(timeout_seconds: float) -> httpx.AsyncClient:
+    """The client of one dispatcher's event loop (bound to it: one per loop)."""
+    return httpx.AsyncClient(
+        follow_redirects=False,
+        trust_env=False,  # no proxy from the environment: the address checked is called
+        timeout=httpx.Timeout(timeout_seconds, connect=min(3.0, timeout_seconds)),
+        headers={"user-agent": USER_AGENT},
+        # Every attempt on a connection of its own: a connection kept from a receiver's
+        # earlier answer is not re-checked, and the deadline covers the connect too.
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
-    def __init__(self, timeout_seconds: float = 5.0) -> None:
-        self.client = httpx.Client(
-            follow_redirects=False,
-            trust_env=False,  # no proxy from the environment: the address checked is called
-            timeout=httpx.Timeout(timeout_seconds, connect=min(3.0, timeout_seconds)),
-            headers={"user-agent": USER_AGENT},
-        )
 
-    def send(self, destination: Destination, headers: dict[str, str], body: bytes) -> Attempt:
-        started = time.perf_counter()
-        extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
-        request = self.client.build_request(
-            "POST",
-            destination.connect_url,
-            headers={**headers, "host": destination.host_header},
-            content=body,
-            extensions=extensions,
-        )
-        try:
+async def send(
+    client: httpx.AsyncClient,
+    destination: Destination,
+    headers: dict[str, str],
+    body: bytes,
+    deadline_seconds: float,
+) -> Attempt:
+    """POST ``body``; the attempt ends at ``deadline_seconds`` whatever the receiver does."""
+    started = time.perf_counter()
+    extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
+    request = client.build_request(
+        "POST",
+        destination.connect_url,
+        headers={**headers, "host": destination.host_header},
+        content=body,
+        extensions=extensions,
+    )
+    try:
+        async with asyncio.timeout(deadline_seconds):
             # Streamed and closed unread: a receiver's body (or a slow one) costs nothing.
-            response = self.client.send(request, stream=True)
-            response.close()
-        except httpx.HTTPError as exc:
-            return Attempt(None, f"{type(exc).__name__}: {exc}"[:300], _since(started))
-        code = response.status_code
-        error = None
-        if response.is_redirect:
-            error = f"redirect not followed ({code})"
-        elif not 200 <= code < 300:
-            error = f"answered {code}"
-        return Attempt(code, error, _since(started))
-
-    def close(self) -> None:
-        self.client.close()
+            response = await client.send(request, stream=True)
+            await response.aclose()
+    except TimeoutError:
+        return Attempt(None, f"timed out ({deadline_seconds:g} s for the attempt)", _since(started))
+    except httpx.TimeoutException as exc:
+        return Attempt(None, f"{type(exc).__name__}: timed out", _since(started))
+    except httpx.ConnectError:
+        return Attempt(None, "ConnectError: could not connect", _since(started))
+    except httpx.HTTPError as exc:
+        return Attempt(None, f"{type(exc).__name__}: the exchange failed", _since(started))
+    code = response.status_code
+    error = None
+    if response.is_redirect:
+        error = f"redirect not followed ({code})"
+    elif not 200 <= code < 300:
+        error = f"answered {code}"
+    return Attempt(code, error, _since(started))
 
 
 def _since(started: float) -> float:

@@ -48,11 +48,15 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
     # The embedded shape makes its signing identity on first start, as it makes its database.
     marker = marker_for(settings.provenance_path, create=True)
     # Woken by this process's submissions, which name the database by its settings URL.
+    # A tenant-bound serve (TENANT_ID) claims, reaps and purges only its tenants' jobs and
+    # storage, as its dispatcher sends only their webhooks.
+    served = ServedTenants.parse(settings.worker_tenants).tenants
     queue = SqlQueue(
         state.engine,
         served_claimer(state.engine, settings.worker_tenants),
         on_reaped=meter_reaped(config.device),
         local_key=settings.database_url,
+        reaped_tenants=served,
     )
     tenant_store = tenant_store_for(settings)
     scratch = ScratchSpace()
@@ -64,6 +68,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         runner=EngineRunner(tenant_store, state.face_engine, scratch=scratch),
         queue=queue,
         scratch=scratch,
+        tenants=served,
     )
     await anyio.to_thread.run_sync(pool.start)
     try:

@@ -115,14 +115,16 @@ class WorkerPool:
         runner: JobRunner,
         queue: JobQueue | None = None,
         scratch: ScratchSpace | None = None,
+        tenants: frozenset[str] | None = None,
     ) -> Self:
         """A pool on ``engine``'s database: the serialised claim unless ``queue`` says
-        otherwise; jobs the reaper fails are metered in the reaping transaction."""
+        otherwise; jobs the reaper fails are metered in the reaping transaction. ``tenants``:
+        the hourly purge walks only theirs (a tenant-bound process)."""
         config = config or WorkerConfig()
         scratch = scratch or ScratchSpace()
         return cls(
             queue or SqlQueue(engine, on_reaped=meter_reaped(config.device)),
-            JobOutcomes(engine, tenant_store, marker),
+            JobOutcomes(engine, tenant_store, marker, tenants),
             config,
             marker=marker,
             runner=runner,

@@ -175,6 +175,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         runner=load_runner(options.runner, tenant_store, scratch, settings),
         queue=queue,
         scratch=scratch,
+        tenants=options.served.tenants,  # a dedicated worker purges only its tenants
     )
     served = options.served.tenants
     worker = WorkerInfo(
