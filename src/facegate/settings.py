@@ -150,6 +150,11 @@ class Settings(BaseSettings):
     provenance_dir: Path | None = None
     verify_max_bytes: int = Field(default=200 * 1024**2, ge=1)  # POST /v1/verify uploads
 
+    # Content moderation of videos (engine/screening.py): no run of this many seconds of
+    # presentation time, nor of as many frames at 30 fps, goes unchecked in an input or an
+    # output video (0.5: about two checked frames a second at 30 fps, from a random phase).
+    moderation_video_gap_seconds: float = Field(default=0.5, gt=0, le=10)
+
     # A batch's whole upload (POST /v1/batches: up to 100 targets; each file is still held
     # to the tenant's max_input_bytes).
     max_batch_body_bytes: int = Field(default=512 * 1024**2, ge=1024)
