@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -35,29 +35,12 @@ from facegate.engine.oncecache import OnceCache
 from facegate.engine.screening import VideoScreen, screen_video
 from facegate.engine.types import Frame
 from facegate.engine.video import FrameInspector
+from facegate.moderation_policy import JOB_MODERATION, job_moderation
 from facegate.observability import metrics
 from facegate.queue.outcomes import ModerationRecord
 
 log = structlog.get_logger("facegate.moderation")
-
-#: What a moderated tenant gets: inputs and outputs checked, a video so that no run of half
-#: a second (or of 15 frames) goes unchecked (FACEGATE_MODERATION_VIDEO_GAP_SECONDS; about
-#: two frames a second at 30 fps), refused from an nsfw score of 0.8 — open_nsfw's own
-#: guidance (below 0.2 likely safe, above 0.8 highly probably NSFW). One flagged frame
-#: refuses a video, so more checked frames are more chances of a false refusal: at the
-#: engine's default 0.5, 4 of the 1140 frames of the test clips were over (a moving group
-#: photo, highest 0.58), a false refusal of that clip at any sampling that picks one of
-#: them; at 0.8 none of the test photos or of the clips' frames is, so checking every frame
-#: would refuse none of them either (benchmarks/moderation_bench.py measures both at the
-#: new sampling).
-JOB_MODERATION = ModerationPolicy(
-    check_inputs=True, check_outputs=True, threshold=0.8, video_gap_seconds=0.5
-)
-
-
-def job_moderation(video_gap_seconds: float) -> ModerationPolicy:
-    """The jobs' policy with the installation's video gap (its settings)."""
-    return replace(JOB_MODERATION, video_gap_seconds=video_gap_seconds)
+__all__ = ["JOB_MODERATION", "JobModeration", "ModerationDecisions", "job_moderation"]
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ PROVENANCE_INIT: Final = "provenance.init"
 PROVENANCE_ROTATE: Final = "provenance.rotate"
 MODERATION_ALLOWED: Final = "moderation.allowed"
 MODERATION_REFUSED: Final = "moderation.refused"
+MODERATION_ACTOR: Final = "system:moderation"
 
 
 def record_audit(
