@@ -4,7 +4,7 @@
 Preprocessing is the package's own (Yahoo's reference): resize to 256² bilinear, centre crop
 224², JPEG round trip, BGR, minus the mean (104, 117, 123); input ``input:0`` [N,224,224,3],
 output ``outputs`` [N,2] (sfw, nsfw). The engine's default threshold is 0.5; the service
-refuses from 0.8 (``jobs.moderation.JOB_MODERATION``): innocent group photos scored up to
+refuses from 0.8 (``facegate.moderation_policy.JOB_MODERATION``): innocent group photos scored up to
 0.20, and moved, zoomed and turned in a clip up to 0.58 (benchmarks/moderation_bench.py).
 Which frames of a video are checked: ``engine.screening``.
 """
