@@ -6,9 +6,13 @@
    threshold (0.5) and the highest score seen. There should be none.
 2. Cost per image: one ``JobModeration`` check of a 1080p frame (preprocess + inference),
    beside the baseline of the same run, the face swap of that frame (``Pipeline.run_image``).
-3. Cost per video minute: a one-minute 720p clip checked as ``check_input_video`` does it
-   (``sample_video``: decode every frame, convert one a second; then classify those),
-   beside the decode-only floor of the same clip.
+3. Cost per video minute, input and output: a one-minute 720p clip checked as
+   ``check_input_video`` does it (``engine.screening``: decode every frame, classify the
+   sampled ones, no run of 0.5 s or 15 frames unchecked), and its frames as the output
+   check sees them in the pipeline (``VideoScreen`` over frames already in memory), beside
+   the old sampling (the first frame, then one a second, decoded again for the output) and
+   the decode-only floor of the same clip, in the same run.
+4. False refusals at the new sampling: every test clip screened as a job's target is.
 
 The machine is shared: the load average is printed; compare the ratios within one run.
 
@@ -22,6 +26,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,8 +35,9 @@ import cv2
 import numpy as np
 
 from benchkit import FACES, engine_runtime, like_a_facegate_process, load_average, read_frame
-from facegate.engine.moderation import ModerationPolicy, Moderator, forward_open_nsfw, sample_video
+from facegate.engine.moderation import ModerationPolicy, Moderator, forward_open_nsfw
 from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.screening import VideoScreen, screen_video
 from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.worker.moderation import JOB_MODERATION, JobModeration
@@ -67,18 +73,26 @@ def false_positives(moderator: Moderator, folder: Path, clips: int | None) -> No
         f"highest {top[0]:.4f} ({top[1].name}), median {statistics.median(scores):.4f}"
     )
     every: list[float] = []
+    refusals = 0
     for photo in PHOTOS[:clips]:
         clip = folder / f"{photo.stem}.mp4"
         make_face_clip(clip, photo, ClipSpec())
         clip_scores = moderator.scores(all_frames(clip))
         every.extend(clip_scores)
         peak = int(np.argmax(clip_scores))
-        print(f"  clip {clip.name:<44} highest {clip_scores[peak]:.4f} (frame {peak})")
+        screened = screen_video(clip, VideoScreen(moderator, "target video", JOB_MODERATION))
+        refusals += screened.blocked
+        print(
+            f"  clip {clip.name:<44} highest {clip_scores[peak]:.4f} (frame {peak}); "
+            f"screened: {len(screened.scores)} frames checked, "
+            f"{'REFUSED' if screened.blocked else 'allowed'}"
+        )
         clip.unlink()
     print(
         f"test video frames: {len(every)} (every frame of {len(PHOTOS[:clips])} clips, 2 s at "
         f"30 fps, 640x360); over {ours}: {over(every, ours)}, over {DEFAULT_THRESHOLD}: "
-        f"{over(every, DEFAULT_THRESHOLD)}; highest {max(every):.4f}"
+        f"{over(every, DEFAULT_THRESHOLD)}; highest {max(every):.4f}; clips refused at the "
+        f"new sampling (gap {JOB_MODERATION.video_gap_seconds:g} s): {refusals}"
     )
 
 
@@ -139,25 +153,70 @@ def decode_all(clip: Path) -> int:
         return sum(1 for _ in container.decode(video=0))
 
 
+def old_sampling(path: Path) -> list[Frame]:
+    """The sampling before issue 26: the first frame, then the first at or after each
+    second (decode every frame, convert those)."""
+    frames: list[Frame] = []
+    next_at = 0.0
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for picture in container.decode(stream):
+            assert picture.pts is not None
+            assert picture.time_base is not None
+            seconds = float(picture.pts * picture.time_base)
+            if seconds + 1e-6 < next_at and frames:
+                continue
+            frames.append(np.asarray(picture.to_ndarray(format="bgr24"), dtype=np.uint8))
+            next_at = seconds + 1.0
+    return frames
+
+
+def screen_frames(moderator: Moderator, frames: list[Frame], fps: int) -> int:
+    """The output check as the pipeline runs it: frames already in memory, in order."""
+    screen = VideoScreen(moderator, "output", JOB_MODERATION)
+    for index, frame in enumerate(frames):
+        screen.see(frame, Fraction(index, fps))
+    return len(screen.close().scores)
+
+
 def cost_per_video_minute(folder: Path, seconds: float) -> None:
     clip = folder / "minute.mp4"
-    make_face_clip(clip, TARGET, ClipSpec(seconds=seconds, width=1280, height=720, audio=False))
+    spec = ClipSpec(seconds=seconds, width=1280, height=720, audio=False)
+    make_face_clip(clip, TARGET, spec)
     moderator = Moderator(ENGINE.hub)
-    frames, decode, decode_cpu = timed(lambda: decode_all(clip))
-    sampled, sampling, sampling_cpu = timed(
-        lambda: sample_video(clip, JOB_MODERATION.video_sample_fps)
-    )
-    _, classify, classify_cpu = timed(lambda: moderator.scores(sampled))
     scale = 60.0 / seconds
-    wall, cpu = (sampling + classify) * scale, (sampling_cpu + classify_cpu) * scale
+    frames, decode, decode_cpu = timed(lambda: decode_all(clip))
+
+    def old() -> int:
+        return len(moderator.scores(old_sampling(clip)))
+
+    def new_input() -> int:
+        return len(screen_video(clip, VideoScreen(moderator, "target", JOB_MODERATION)).scores)
+
+    def output(frames: list[Frame]) -> int:
+        return screen_frames(moderator, frames, spec.fps)
+
+    decoded = all_frames(clip)
+    rows = [
+        ("old: 1/s from fixed positions (input; the output decoded again)", old),
+        ("new input: screen_video", new_input),
+        (
+            "new output: VideoScreen on rendered frames",
+            lambda: screen_frames(moderator, decoded, spec.fps),
+        ),
+    ]
     print(
-        f"per 720p video minute ({frames} frames at 30 fps, {len(sampled)} sampled at "
-        f"{JOB_MODERATION.video_sample_fps:g}/s; measured on {seconds:g} s, scaled): "
-        f"moderation {wall:.2f} s wall, {cpu:.2f} s CPU (sampling {sampling_cpu * scale:.2f} s, "
-        f"classifying {classify_cpu * scale:.2f} s CPU); decode-only floor (baseline) "
-        f"{decode * scale:.2f} s wall, {decode_cpu * scale:.2f} s CPU; moderation = "
-        f"{cpu / (decode_cpu * scale):.2f}x the decode's CPU  [{load_average()}]"
+        f"per 720p video minute ({frames} frames at {spec.fps} fps; measured on {seconds:g} s, "
+        f"scaled); decode-only floor (baseline) {decode * scale:.2f} s wall, "
+        f"{decode_cpu * scale:.2f} s CPU  [{load_average()}]"
     )
+    for name, call in rows:
+        checked, wall, cpu = timed(call)
+        print(
+            f"  {name}: {checked} frames checked, {wall * scale:.2f} s wall, "
+            f"{cpu * scale:.2f} s CPU = {cpu / decode_cpu:.2f}x the decode's CPU"
+        )
 
 
 def main() -> None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import av
 import cv2
 import numpy as np
 import onnx
@@ -156,3 +158,43 @@ def decisions(metrics_text: str, tenant: str) -> dict[str, float]:
             decision = line.split('decision="')[1].split('"')[0]
             found[decision] = float(line.rsplit(" ", 1)[1])
     return found
+
+
+def write_marker_clip(
+    path: Path,
+    times: list[Fraction],
+    flagged: set[int],
+    size: tuple[int, int] = (64, 48),
+) -> None:
+    """An H.264 clip of plain grey frames shown at ``times`` (seconds, increasing: a
+    variable frame rate when they are uneven), the frames in ``flagged`` all marker."""
+    width, height = size
+    grey = np.full((height, width, 3), 128, np.uint8)
+    marker = np.full((height, width, 3), MARKER_BGR, np.uint8)
+    write_clip(path, [marker if i in flagged else grey for i in range(len(times))], times)
+
+
+def write_clip(
+    path: Path,
+    frames: list[np.ndarray],
+    times: list[Fraction],
+    time_base: Fraction = Fraction(1, 12000),
+) -> None:
+    """An H.264 clip of BGR ``frames`` (one size) shown at ``times`` (seconds)."""
+    height, width = frames[0].shape[:2]
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=30)
+        assert isinstance(video, av.VideoStream)
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        video.codec_context.time_base = time_base
+        video.time_base = time_base
+        video.options = {"preset": "ultrafast"}
+        for frame, time in zip(frames, times, strict=True):
+            picture = av.VideoFrame.from_ndarray(frame, format="bgr24")
+            picture.pts, picture.time_base = round(time / time_base), time_base
+            out.mux(video.encode(picture))
+        out.mux(video.encode())
+
+
+def steady_times(frames: int, fps: int = 30) -> list[Fraction]:
+    return [Fraction(index, fps) for index in range(frames)]

@@ -153,6 +153,16 @@ class Settings(BaseSettings):
     provenance_dir: Path | None = None
     verify_max_bytes: int = Field(default=200 * 1024**2, ge=1)  # POST /v1/verify uploads
 
+    # Content moderation of videos (engine/screening.py): no run of this many seconds of
+    # presentation time, nor of as many frames at 30 fps, goes unchecked in an input or an
+    # output video (0.5: about two checked frames a second at 30 fps, from a random phase).
+    moderation_video_gap_seconds: float = Field(default=0.5, gt=0, le=10)
+    # Face analysis in the API process (POST /v1/faces, POST /v1/faces/library; outside the
+    # workers' job caps): at most this many at once per process, and per tenant; beyond,
+    # 503 / 429 at once (library/analysis.py).
+    face_analysis_slots: int = Field(default=2, ge=1, le=256)
+    face_analysis_per_tenant: int = Field(default=1, ge=1, le=256)
+
     # A batch's whole upload (POST /v1/batches: up to 100 targets; each file is still held
     # to the tenant's max_input_bytes).
     max_batch_body_bytes: int = Field(default=512 * 1024**2, ge=1024)

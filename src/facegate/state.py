@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from facegate.database import SessionFactory
 from facegate.engine.runtime import EngineRuntime
+from facegate.library.analysis import AnalysisSlots
 from facegate.settings import Settings
 from facegate.tenancy.jwt import JwtVerifier
 
@@ -23,3 +24,5 @@ class AppState:
     #: The face engine of this process (models, processors, analyser), shared by the
     #: routes that analyse images and by the embedded workers.
     face_engine: EngineRuntime
+    #: Room for the face analysis routes run here (``library.analysis``).
+    face_analysis: AnalysisSlots

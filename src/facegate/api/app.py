@@ -22,6 +22,7 @@ from facegate.api.metrics import install_observability
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.shedding import LoadSheddingMiddleware
 from facegate.database import create_engine_from_url, create_session_factory, prepare_schema
+from facegate.library.analysis import AnalysisSlots
 from facegate.models.requests import inference_pool_settings, installation_engine
 from facegate.ratelimit.clientip import parse_networks
 from facegate.ratelimit.gateway import Gateway
@@ -115,6 +116,9 @@ def create_app(
             session_factory=create_session_factory(engine),
             jwt_verifier=JwtVerifier.from_settings(settings),
             face_engine=installation_engine(settings),
+            face_analysis=AnalysisSlots(
+                settings.face_analysis_slots, settings.face_analysis_per_tenant
+            ),
         )
         app.state.facegate = state
         try:

@@ -4,29 +4,24 @@
 Preprocessing is the package's own (Yahoo's reference): resize to 256² bilinear, centre crop
 224², JPEG round trip, BGR, minus the mean (104, 117, 123); input ``input:0`` [N,224,224,3],
 output ``outputs`` [N,2] (sfw, nsfw). The engine's default threshold is 0.5; the service
-refuses from 0.8 (``jobs.moderation.JOB_MODERATION``): innocent group photos scored up to
+refuses from 0.8 (``facegate.moderation_policy.JOB_MODERATION``): innocent group photos scored up to
 0.20, and moved, zoomed and turned in a clip up to 0.58 (benchmarks/moderation_bench.py).
+Which frames of a video are checked: ``engine.screening``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import av
-import av.error
 import cv2
 import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from facegate.engine.errors import ContentPolicyViolation, CorruptMedia, InvalidOptions
+from facegate.engine.errors import ContentPolicyViolation, InvalidOptions
 from facegate.engine.modelstore.hub import ModelHub, OnnxModel
 from facegate.engine.types import Frame
-from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
-
-FULL_RANGE = 2  # AVCOL_RANGE_JPEG
 
 MODEL = "open_nsfw"
 
@@ -34,20 +29,21 @@ MODEL = "open_nsfw"
 @dataclass(frozen=True)
 class ModerationPolicy:
     """What a tenant's policy asks: check inputs and/or outputs, the nsfw threshold, and
-    for video the sampling rate and the share of sampled frames over the threshold that
+    for video the longest run left unchecked (``video_gap_seconds``, and as many frames at
+    30 fps: ``engine.screening``) and the share of checked frames over the threshold that
     blocks the item (``reject_ratio``; 0 = any one frame)."""
 
     check_inputs: bool = True
     check_outputs: bool = False
     threshold: float = 0.5
-    video_sample_fps: float = 1.0
+    video_gap_seconds: float = 0.5
     reject_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold <= 1 or not 0 <= self.reject_ratio < 1:
             raise InvalidOptions("moderation: threshold must be in (0, 1], reject_ratio in [0, 1)")
-        if self.video_sample_fps <= 0:
-            raise InvalidOptions("moderation: video_sample_fps must be positive")
+        if not 0 < self.video_gap_seconds <= 10:
+            raise InvalidOptions("moderation: video_gap_seconds must be in (0, 10]")
 
 
 @dataclass(frozen=True)
@@ -110,7 +106,11 @@ class Moderator:
         self, what: str, frames: Sequence[Frame], policy: ModerationPolicy
     ) -> ModerationResult:
         """Score ``frames`` (one image, or the sampled frames of a video) against ``policy``."""
-        scores = tuple(self.scores(frames)) if frames else ()
+        return self.judge(what, tuple(self.scores(frames)) if frames else (), policy)
+
+    @staticmethod
+    def judge(what: str, scores: tuple[float, ...], policy: ModerationPolicy) -> ModerationResult:
+        """The decision on an item from its frames' scores."""
         flagged = sum(s >= policy.threshold for s in scores)
         ratio = flagged / len(scores) if scores else 0.0
         blocked = flagged > 0 and ratio > policy.reject_ratio
@@ -126,39 +126,3 @@ class Moderator:
         if result.blocked:
             raise result.violation()
         return result
-
-
-def sample_indices(frame_count: int, fps: float, sample_fps: float) -> list[int]:
-    """Frame indices to check in a video: ``sample_fps`` per second, the first frame always."""
-    step = max(1, round(fps / sample_fps))
-    return list(range(0, frame_count, step))
-
-
-def sample_video(path: Path, sample_fps: float, max_frames: int = 3600) -> list[Frame]:
-    """Frames of the video file at ``path`` to check: the first one, then one per
-    ``1 / sample_fps`` seconds of presentation time (at most ``max_frames``)."""
-    every = 1.0 / sample_fps
-    frames: list[Frame] = []
-    next_at = 0.0
-    try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
-            for index, picture in enumerate(container.decode(stream)):
-                seconds = (
-                    float(picture.pts * picture.time_base)
-                    if picture.pts is not None and picture.time_base is not None
-                    else index / float(stream.average_rate or 25)
-                )
-                if seconds + 1e-6 < next_at and frames:
-                    continue
-                geometry = FrameGeometry(
-                    picture.width, picture.height, 0, picture.color_range == FULL_RANGE
-                )
-                frames.append(decoded_to_bgr(picture, geometry))  # OpenCV's fast I420 path
-                next_at = seconds + every
-                if len(frames) >= max_frames:
-                    break
-    except (av.error.FFmpegError, IndexError) as exc:
-        raise CorruptMedia(f"the video cannot be read for moderation: {exc}") from None
-    return frames

@@ -29,7 +29,7 @@ from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
 from facegate.engine.video.probe import VideoLimits, probe_video
-from facegate.engine.video.process import process_video
+from facegate.engine.video.process import FrameInspector, process_video
 from facegate.engine.video.swap import VideoSwap
 
 ProgressCallback = Callable[[float, str], None]
@@ -257,11 +257,13 @@ class Pipeline:
         on_progress: Callable[[VideoProgress], None] | None = None,
         model_request: ModelRequest | None = None,
         finish_frame: Callable[[Frame, int], Frame] | None = None,
+        inspect_frames: FrameInspector | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
         nothing appears at ``dst`` unless the run completes). See ``engine.video``.
         ``finish_frame(frame, index)`` runs on every output frame in order, last before the
-        encoder (the service's watermark)."""
+        encoder (the service's watermark); ``inspect_frames`` then sees each (the service's
+        moderation of the output, before anything is encoded into place)."""
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
         ctx = self.prepare(
             sources,
@@ -272,7 +274,7 @@ class Pipeline:
         )
         work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))
         try:
-            stages = dataclasses.replace(work.stages(), finish=finish_frame)
+            stages = dataclasses.replace(work.stages(), finish=finish_frame, inspect=inspect_frames)
             return process_video(src, dst, stages, options, on_progress, ctx.cancel, limits)
         finally:
             work.close()

@@ -16,6 +16,7 @@ from facegate.api.deps import SessionDep, get_state, run_in_session, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES
 from facegate.api.uploads import read_upload
 from facegate.database import session_scope
+from facegate.engine.errors import ContentPolicyViolation
 from facegate.engine.faces import FaceOrder, sort_faces
 from facegate.engine.image import ImageLimits, load_image
 from facegate.jobs.runtime import tenant_store_for, write_sessions
@@ -77,7 +78,15 @@ def save_face(
         order=order,
         consent=consent,
     )
-    analysed = LibraryService.analyse(upload, policy, state.face_engine)
+    with state.face_analysis.hold(principal.tenant_id):
+        try:
+            analysed = LibraryService.analyse(
+                upload, principal.tenant_id, policy, state.face_engine
+            )
+        except ContentPolicyViolation as refused:
+            with session_scope(write_sessions(state)) as write:
+                LibraryService.record_refusal(write, principal.tenant_id, upload, refused)
+            raise
     service: LibraryService | None = None
     try:
         with session_scope(write_sessions(state)) as write:
@@ -166,10 +175,12 @@ def detect_faces(
     # seconds of analysis so SQLite's write lock is not held meanwhile.
     session.commit()
     data = read_upload(image, policy.max_input_bytes)
-    loaded = load_image(
-        data, ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
-    )
-    faces = sort_faces(get_state(request).face_engine.analyser.analyse(loaded.frame), order)
+    state = get_state(request)
+    with state.face_analysis.hold(principal.tenant_id):
+        loaded = load_image(
+            data, ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+        )
+        faces = sort_faces(state.face_engine.analyser.analyse(loaded.frame), order)
     return FoundFaces(
         width=loaded.width,
         height=loaded.height,

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from facegate.consent.schemas import ConsentRef
 from facegate.consent.service import ConsentService
 from facegate.database import utcnow
-from facegate.engine.errors import NoFaceDetected
+from facegate.engine.errors import ContentPolicyViolation, NoFaceDetected
 from facegate.engine.faces import sort_faces
 from facegate.engine.identity import LEARNED
 from facegate.engine.image import ImageLimits, encode_image, load_image
@@ -25,6 +25,7 @@ from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.reshape import face_shape
 from facegate.engine.types import Face, Frame
 from facegate.errors import Forbidden, InvalidInput, NotFound
+from facegate.library.moderation import audit_allowed, audit_refused, moderate_library_image
 from facegate.library.repository import LibraryRepository
 from facegate.library.schemas import JobSources
 from facegate.library.tables import LibraryFace
@@ -72,6 +73,7 @@ class AnalysedFace:
     embedding_kind: str
     turned: float
     prepared: bytes
+    moderated: bool = False  # the image passed content moderation (False: the policy's off)
 
 
 class LibraryService:
@@ -91,12 +93,16 @@ class LibraryService:
         return face
 
     @staticmethod
-    def analyse(upload: FaceUpload, policy: Policy, engine: EngineRuntime) -> AnalysedFace:
-        """Check the consent field, decode the image under the tenant's limits, find the
-        chosen face, describe it and cut its prepared source (CPU work, no database)."""
+    def analyse(
+        upload: FaceUpload, tenant_id: str, policy: Policy, engine: EngineRuntime
+    ) -> AnalysedFace:
+        """Check the consent field, decode the image under the tenant's limits, moderate it
+        as a job's source (``library.moderation``), find the chosen face, describe it and
+        cut its prepared source (CPU work, no database)."""
         ConsentService.check(upload.consent, 1, policy.require_consent, LIBRARY_PROCESSORS)
         limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
         loaded = load_image(upload.data, limits)
+        moderated = moderate_library_image(tenant_id, policy.moderation, loaded.frame, engine.hub)
         found = sort_faces(engine.analyser.analyse(loaded.frame), upload.order)
         if not found:
             raise NoFaceDetected("no face was found in the image")
@@ -120,7 +126,15 @@ class LibraryService:
             # Rounded up to a tenth: a face the swapper refuses (45.04°) never reads as usable.
             turned=math.ceil(face_shape(chosen.landmarks).turned * 10) / 10,
             prepared=encode_image(prepared_source(loaded.frame, chosen), "png"),
+            moderated=moderated,
         )
+
+    @staticmethod
+    def record_refusal(
+        session: Session, tenant_id: str, upload: FaceUpload, refused: ContentPolicyViolation
+    ) -> None:
+        """Audit a face moderation refused (in its own transaction: nothing is saved)."""
+        audit_refused(session, tenant_id, refused, hashlib.sha256(upload.data).hexdigest())
 
     def save(
         self, principal: Principal, upload: FaceUpload, analysed: AnalysedFace, policy: Policy
@@ -185,6 +199,8 @@ class LibraryService:
             f"face:{face.id}",
             {"name": face.name, "image_sha256": sha256, "consent": bool(refs)},
         )
+        if analysed.moderated:
+            audit_allowed(self.session, tenant_id, f"face:{face.id}", sha256)
         return face
 
     def update(

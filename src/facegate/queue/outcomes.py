@@ -27,7 +27,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from facegate.database import session_scope, utcnow
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
-from facegate.observability.audit import MODERATION_ALLOWED, MODERATION_REFUSED, record_audit
+from facegate.observability.audit import (
+    MODERATION_ACTOR,
+    MODERATION_ALLOWED,
+    MODERATION_REFUSED,
+    record_audit,
+)
 from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
 from facegate.queue import leases
 from facegate.queue.claim import Claim
@@ -39,7 +44,6 @@ from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption, record_job_usage
 
 #: The actor of moderation events: the service itself, on the tenant's policy.
-MODERATION_ACTOR = "system:moderation"
 
 
 @dataclass(frozen=True)

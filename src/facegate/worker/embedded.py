@@ -17,6 +17,7 @@ from facegate.queue.postgres import PostgresClaimer, ServedTenants
 from facegate.queue.sql import SqlQueue
 from facegate.settings import warmup_list
 from facegate.state import AppState
+from facegate.worker.moderation import job_moderation
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.runner import EngineRunner
 from facegate.worker.scratch import ScratchSpace
@@ -65,7 +66,12 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         tenant_store,
         config,
         marker=marker,
-        runner=EngineRunner(tenant_store, state.face_engine, scratch=scratch),
+        runner=EngineRunner(
+            tenant_store,
+            state.face_engine,
+            scratch=scratch,
+            moderation=job_moderation(settings.moderation_video_gap_seconds),
+        ),
         queue=queue,
         scratch=scratch,
         tenants=served,

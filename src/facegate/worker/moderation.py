@@ -1,6 +1,8 @@
 """Content moderation of one job, as its tenant's policy asks (``moderation``, on unless an
 admin turned it off): every input before the pipeline runs, the output before it is stored;
-videos by sampled frames (the engine's ``ModerationPolicy``, one per second).
+videos by sampled frames (``engine.screening``: no run of half a second or of 15 frames left
+unchecked, from a random phase), the output video's frames as they are rendered, before
+they are encoded (no second decode; a refusal stops the run and nothing is stored).
 
 The runners call it; a refused item raises ``ContentPolicyViolation`` (the job fails with
 ``content-policy-violation``, naming the item and never the score). Each decision counts in
@@ -21,28 +23,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import structlog
 
 from facegate.engine.errors import ContentPolicyViolation
 from facegate.engine.modelstore.hub import ModelHub
-from facegate.engine.moderation import ModerationPolicy, ModerationResult, Moderator, sample_video
+from facegate.engine.moderation import ModerationPolicy, ModerationResult, Moderator
 from facegate.engine.oncecache import OnceCache
+from facegate.engine.screening import VideoScreen, screen_video
 from facegate.engine.types import Frame
+from facegate.engine.video import FrameInspector
+from facegate.moderation_policy import JOB_MODERATION, job_moderation
 from facegate.observability import metrics
 from facegate.queue.outcomes import ModerationRecord
 
 log = structlog.get_logger("facegate.moderation")
-
-#: What a moderated tenant gets: inputs and outputs checked, one frame a second of a video,
-#: refused from an nsfw score of 0.8 — open_nsfw's own guidance (below 0.2 likely safe, above
-#: 0.8 highly probably NSFW). At the engine's default 0.5, 4 of the 1140 frames of the test
-#: clips were refused (a moving group photo, highest 0.58; benchmarks/moderation_bench.py),
-#: and with one sampled frame enough to refuse a video, that is a false refusal of the clip.
-JOB_MODERATION = ModerationPolicy(
-    check_inputs=True, check_outputs=True, threshold=0.8, video_sample_fps=1.0
-)
+__all__ = ["JOB_MODERATION", "JobModeration", "ModerationDecisions", "job_moderation"]
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ class JobModeration:
                 continue
             decision = self._decision(self.decisions, what, frame, key)
             self.used[what] = {"decision": decision.id, "made_for": decision.made_for}
-            self._apply(what, decision.result, frames=1, decision=decision.id)
+            self.decide(what, decision.result, frames=1, decision=decision.id)
 
     def _decision(
         self, decisions: ModerationDecisions, what: str, frame: Frame, key: Hashable
@@ -151,18 +149,24 @@ class JobModeration:
                 self._check(what, [frame])
 
     def check_input_video(self, what: str, path: Path) -> None:
+        """The input video at ``path``, every frame decoded, the sampled ones classified."""
         if self.enabled and self.policy.check_inputs:
-            self._check(what, sample_video(path, self.policy.video_sample_fps))
+            screen = VideoScreen(self._classifier(), what, self.policy)
+            result = screen_video(path, screen)
+            self.decide(what, result, frames=len(result.scores))
 
     def check_output(self, frame: Frame) -> None:
         """The output image, before it is encoded and stored."""
         if self.enabled and self.policy.check_outputs:
             self._check("output", [frame])
 
-    def check_output_video(self, path: Path) -> None:
-        """The encoded output video, by sampled frames, before it is stored."""
-        if self.enabled and self.policy.check_outputs:
-            self._check("output", sample_video(path, self.policy.video_sample_fps))
+    def output_inspector(self) -> FrameInspector | None:
+        """What checks the output video's frames as the pipeline renders them (None when
+        outputs are not moderated): refused at the first flagged batch, else at the end,
+        before the output is complete."""
+        if not (self.enabled and self.policy.check_outputs):
+            return None
+        return _OutputInspector(self, VideoScreen(self._classifier(), "output", self.policy))
 
     def _classifier(self) -> Moderator:
         if self._moderator is None:
@@ -172,9 +176,9 @@ class JobModeration:
 
     def _check(self, what: str, frames: Sequence[Frame]) -> None:
         result = self._classifier().assess(what, frames, self.policy)
-        self._apply(what, result, frames=len(frames))
+        self.decide(what, result, frames=len(frames))
 
-    def _apply(
+    def decide(
         self, what: str, result: ModerationResult, *, frames: int, decision: str | None = None
     ) -> None:
         """Count the decision on ``what``; raise :class:`Refused` when it is blocked."""
@@ -196,3 +200,23 @@ class JobModeration:
             raise Refused(result.violation(what), record)
         metrics.moderation_decision(self.tenant_id, "allowed")
         self.checked.append(what)
+
+
+class _OutputInspector:
+    """The pipeline's FrameInspector for one job's output video."""
+
+    def __init__(self, moderation: JobModeration, screen: VideoScreen) -> None:
+        self.moderation = moderation
+        self.screen = screen
+
+    def see(self, frame: Frame, time: Fraction) -> None:
+        # The frame is the one encoded next; it is not changed after this (copied only
+        # once the classifier's 224² input is made from it).
+        self.screen.see(frame, time)
+        if self.screen.blocked:
+            result = self.screen.result()
+            self.moderation.decide("output", result, frames=len(result.scores))
+
+    def end(self) -> None:
+        result = self.screen.close()
+        self.moderation.decide("output", result, frames=len(result.scores))

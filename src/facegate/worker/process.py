@@ -34,6 +34,7 @@ from facegate.queue.sql import PostgresQueue, SqlQueue
 from facegate.settings import Settings, warmup_list
 from facegate.storage.tenant import TenantStore
 from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
+from facegate.worker.moderation import job_moderation
 from facegate.worker.output import JobRunner
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.probes import ProbeServer
@@ -74,7 +75,12 @@ def load_runner(
     if target is None:
         engine = installation_engine(settings)
         engine.hub.warm_up(warmup_list(settings))
-        return EngineRunner(tenant_store, engine, scratch=scratch)
+        return EngineRunner(
+            tenant_store,
+            engine,
+            scratch=scratch,
+            moderation=job_moderation(settings.moderation_video_gap_seconds),
+        )
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)
     runner: JobRunner = factory(tenant_store)

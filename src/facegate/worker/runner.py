@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
+from facegate.engine.moderation import ModerationPolicy
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.watermark import embed_watermark
@@ -19,7 +20,7 @@ from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
-from facegate.worker.moderation import JobModeration, ModerationDecisions
+from facegate.worker.moderation import JOB_MODERATION, JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.scratch import ScratchSpace
 from facegate.worker.video_runner import run_video_job
@@ -47,8 +48,10 @@ class EngineRunner:
         tenant_store: TenantStore,
         engine: EngineRuntime,
         scratch: ScratchSpace | None = None,
+        moderation: ModerationPolicy = JOB_MODERATION,
     ) -> None:
         self.tenant_store = tenant_store
+        self.moderation = moderation  # the jobs' policy (the installation's video gap)
         # The runtime's source cache is shared by the jobs this runner runs: a batch's items
         # (one source, many targets) analyse their source once. Keys hold the tenant: no
         # tenant learns from the timing whether another one used the same image.
@@ -77,6 +80,7 @@ class EngineRunner:
                 mark,
                 self.scratch,
                 self.moderation_decisions,
+                self.moderation,
             )
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
@@ -104,6 +108,7 @@ class EngineRunner:
             job.tenant_id,
             policy.moderation,
             self.engine.hub,
+            self.moderation,
             job=f"job:{job.id}",
             decisions=self.moderation_decisions,
         )

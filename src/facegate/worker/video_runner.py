@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
+from facegate.engine.moderation import ModerationPolicy
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import Frame
@@ -27,7 +28,7 @@ from facegate.jobs.video import output_format, probe_with_policy, video_limits, 
 from facegate.models.requests import model_request_for
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
-from facegate.worker.moderation import JobModeration, ModerationDecisions
+from facegate.worker.moderation import JOB_MODERATION, JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.scratch import ScratchSpace
 
@@ -94,6 +95,7 @@ def run_video_job(
     mark: JobMark,
     scratch: ScratchSpace,
     decisions: ModerationDecisions | None = None,
+    moderation_policy: ModerationPolicy = JOB_MODERATION,
 ) -> JobOutput:
     """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput; the
     sources analysed through the runtime's source cache); its files live in the worker's
@@ -118,7 +120,12 @@ def run_video_job(
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
         moderation = JobModeration(
-            job.tenant_id, policy.moderation, engine.hub, job=f"job:{job.id}", decisions=decisions
+            job.tenant_id,
+            policy.moderation,
+            engine.hub,
+            moderation_policy,
+            job=f"job:{job.id}",
+            decisions=decisions,
         )
         moderation.check_sources(source_items(sources, source_keys))
         moderation.check_input_video("target video", target)
@@ -136,9 +143,10 @@ def run_video_job(
             on_progress=progress_reporter(on_progress),
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
             finish_frame=finish_frames(policy, mark),
+            # each output frame as encoded; refused before the result is complete
+            inspect_frames=moderation.output_inspector(),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
-        moderation.check_output_video(dst)  # before the result is signed (C2PA) and stored
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

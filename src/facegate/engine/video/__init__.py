@@ -2,9 +2,10 @@
 
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
 from facegate.engine.video.probe import VideoInfo, VideoLimits, is_video_file, probe_video
-from facegate.engine.video.process import FrameStages, process_video
+from facegate.engine.video.process import FrameInspector, FrameStages, process_video
 
 __all__ = [
+    "FrameInspector",
     "FrameStages",
     "VideoInfo",
     "VideoLimits",

@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import av
 
@@ -47,16 +48,27 @@ ProgressFn = Callable[[VideoProgress], None]
 _PROGRESS_EVERY = 0.25  # seconds between progress callbacks
 
 
+class FrameInspector(Protocol):
+    """Sees every output frame as it will be encoded (after ``finish``), in order, with its
+    presentation time in seconds; ``end`` once all were seen, before the output is
+    complete. Either may raise to fail the run (nothing appears at the destination)."""
+
+    def see(self, frame: Frame, time: Fraction) -> None: ...
+
+    def end(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class FrameStages:
     """The per-frame work: ``analyse(frame, index)`` in order on one thread (may keep state),
     then ``render(frame, analysis)`` possibly on several threads (must be thread-safe), then
     ``finish(frame, index)`` in order on the encoding thread, last before the encoder (may
-    keep state: the watermark)."""
+    keep state: the watermark), and ``inspect`` sees the result (the service's moderation)."""
 
     render: Callable[[Frame, Any], Frame]
     analyse: Callable[[Frame, int], Any] | None = None
     finish: Callable[[Frame, int], Frame] | None = None
+    inspect: FrameInspector | None = None
 
     @classmethod
     def of(cls, frame_fn: Callable[[Frame], Frame]) -> FrameStages:
@@ -224,6 +236,8 @@ class _Run:
             except queue.Empty:
                 continue
             if entry is END:
+                if self.stages.inspect is not None:
+                    self.stages.inspect.end()
                 self._report(done, started, final=True)
                 return done
             assert isinstance(entry, tuple)
@@ -231,6 +245,8 @@ class _Run:
             frame = self._result(entry[1])
             if self.stages.finish is not None:
                 frame = self.stages.finish(frame, item.index)
+            if self.stages.inspect is not None:
+                self.stages.inspect.see(frame, item.time)
             output.write_video(bgr_to_encodable(frame, geometry), item.pts)
             self._drain_audio(output)
             done += 1
@@ -267,4 +283,4 @@ class _Run:
         self.on_progress(VideoProgress(done, total, fps, eta, elapsed))
 
 
-__all__ = ["FrameStages", "audio_copyable", "process_video"]
+__all__ = ["FrameInspector", "FrameStages", "audio_copyable", "process_video"]

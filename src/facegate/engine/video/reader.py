@@ -21,11 +21,13 @@ from facegate.engine.video.probe import ffmpeg_reason
 
 @dataclass
 class DecodedFrame:
-    """One frame between stages: its position, its output timestamp, its pixels."""
+    """One frame between stages: its position, its output timestamp (in the stream's time
+    base, and ``time`` in seconds), its pixels."""
 
     index: int
     pts: int
     frame: Frame
+    time: Fraction = Fraction(0)
 
 
 AudioItem = Union["av.Packet[Any]", av.AudioFrame]  # Packet is generic only in the stubs
@@ -107,7 +109,9 @@ class Reader:
                     if not self.trim.keeps(seconds):
                         continue
                     pts = self.trim.shift(round(seconds / self.time_base), self.time_base)
-                    item = DecodedFrame(index, pts, decoded_to_bgr(picture, self.geometry))
+                    item = DecodedFrame(
+                        index, pts, decoded_to_bgr(picture, self.geometry), pts * self.time_base
+                    )
                     if not put(out, item, stop):
                         return
                     index += 1

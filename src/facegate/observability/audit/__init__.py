@@ -35,6 +35,7 @@ PROVENANCE_ROTATE: Final = "provenance.rotate"
 MODERATION_ALLOWED: Final = "moderation.allowed"
 MODERATION_REFUSED: Final = "moderation.refused"
 STORAGE_RECONCILE: Final = "storage.reconcile"
+MODERATION_ACTOR: Final = "system:moderation"
 
 
 def record_audit(
