@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import anyio
 from sqlalchemy import Engine
 
 from facegate.database import SessionFactory
@@ -23,3 +24,7 @@ class AppState:
     #: The face engine of this process (models, processors, analyser), shared by the
     #: routes that analyse images and by the embedded workers.
     face_engine: EngineRuntime
+    #: Verifications without credentials decoding at once (``public_verify_concurrency``).
+    public_verify_limiter: anyio.CapacityLimiter = field(
+        default_factory=lambda: anyio.CapacityLimiter(2)
+    )
