@@ -61,3 +61,18 @@ async def test_an_anonymous_verify_past_the_public_limits_is_refused(
         h.create_tenant("studio")
         allowed = await h.client.post("/v1/verify", headers=h.headers("studio"), files=upload)
         assert allowed.status_code == 200, allowed.text
+
+
+async def test_a_video_can_be_reported_without_a_key(make_client: Any, dear_clip: bytes) -> None:
+    """The report of a video over the 1 MiB JSON budget (3.7 MB here) is read under the
+    public upload's budget and traced like a verification."""
+    assert len(dear_clip) > 1 << 20
+    async with make_client() as h:
+        create_keys(h.state.settings.provenance_path)
+        response = await h.client.post(
+            "/v1/reports",
+            files=[("file", ("found.mp4", dear_clip, "video/mp4"))],
+            data={"message": "posted on a forum as real"},
+        )
+    assert response.status_code == 202, response.text
+    assert response.json()["made_by_this_installation"] is False
