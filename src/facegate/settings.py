@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     rate_limit_fail_mode: Literal["open", "closed"] = "open"  # when Redis is unreachable
     rate_limit_key_prefix: str = "facegate"
     trusted_proxies: list[str] = Field(default_factory=list)  # CIDRs allowed to set XFF
+    # IPv6 clients are keyed by this network for bans, rate limits and in-flight shares
+    # (a /64 is one subscriber's LAN); IPv4 clients by their address.
+    client_ipv6_prefix: int = Field(default=64, ge=16, le=128)
     ban_max_failures: int = Field(default=5, ge=1)
     ban_window_seconds: int = Field(default=600, ge=1)
     ban_seconds: int = Field(default=600, ge=1)  # doubles with each repeat ban
@@ -143,6 +146,12 @@ class Settings(BaseSettings):
     max_in_flight_unauthenticated: int = Field(default=0, ge=0)
     # Request bodies one tenant may be sending at once (0: a quarter of the in-flight cap).
     max_in_flight_per_tenant: int = Field(default=0, ge=0)
+    # Public uploads (POST /v1/verify, POST /v1/reports) without valid credentials: their
+    # own in-flight share (0: a sixteenth of the cap), a smaller body, and a wall-clock
+    # deadline for the whole body whatever its rate.
+    max_in_flight_public_uploads: int = Field(default=0, ge=0)
+    public_upload_max_bytes: int = Field(default=32 * 1024**2, ge=1024)
+    public_upload_deadline_seconds: float = Field(default=120.0, gt=0, le=3600)
     shed_retry_after_seconds: int = Field(default=5, ge=1)
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_reset_seconds: float = Field(default=10.0, gt=0)
@@ -152,6 +161,16 @@ class Settings(BaseSettings):
     # `facegate provenance init` makes a private CA and signing certificate there.
     provenance_dir: Path | None = None
     verify_max_bytes: int = Field(default=200 * 1024**2, ge=1)  # POST /v1/verify uploads
+    # A verification without valid credentials (provenance/limits.py): videos at most this
+    # many pixels, seconds, frames per second and frames, of which at most
+    # public_verify_decode_frames are decoded (seeking to the samples); images at most
+    # public_verify_max_pixels too; this many such verifications decode at once per process.
+    public_verify_max_pixels: int = Field(default=1920 * 1080, ge=64 * 64)
+    public_verify_max_seconds: float = Field(default=300.0, gt=0)
+    public_verify_max_fps: float = Field(default=60.0, gt=0)
+    public_verify_max_frames: int = Field(default=18_000, ge=1)
+    public_verify_decode_frames: int = Field(default=48, ge=1, le=1000)
+    public_verify_concurrency: int = Field(default=2, ge=1, le=256)
 
     # Content moderation of videos (engine/screening.py): no run of this many seconds of
     # presentation time, nor of as many frames at 30 fps, goes unchecked in an input or an

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import anyio
 from sqlalchemy import Engine
 
 from facegate.database import SessionFactory
@@ -26,3 +27,7 @@ class AppState:
     face_engine: EngineRuntime
     #: Room for the face analysis routes run here (``library.analysis``).
     face_analysis: AnalysisSlots
+    #: Verifications without credentials decoding at once (``public_verify_concurrency``).
+    public_verify_limiter: anyio.CapacityLimiter = field(
+        default_factory=lambda: anyio.CapacityLimiter(2)
+    )

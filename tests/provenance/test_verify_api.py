@@ -165,8 +165,9 @@ async def test_bad_uploads_get_the_job_upload_errors_and_nothing_is_stored(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    # Anonymous: the public upload budget is the one that applies.
     async with make_client(
-        services=[workers_service], workers=1, verify_max_bytes=badmedia.DEFAULT_MAX_BYTES
+        services=[workers_service], workers=1, public_upload_max_bytes=badmedia.DEFAULT_MAX_BYTES
     ) as h:
         for bad in badmedia.bad_inputs():
             response = await h.client.post(

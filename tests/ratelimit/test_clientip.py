@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from facegate.ratelimit.clientip import UNKNOWN_CLIENT, client_ip, parse_networks
+from facegate.ratelimit.clientip import UNKNOWN_CLIENT, client_ip, client_key, parse_networks
 
 PROXIES = parse_networks(["10.0.0.0/8", "::1"])
 
@@ -43,3 +43,19 @@ def test_no_trusted_proxies_means_the_peer() -> None:
 def test_bad_proxy_config_is_refused() -> None:
     with pytest.raises(ValueError, match="does not appear"):
         parse_networks(["10.0.0.0/33x"])
+
+
+@pytest.mark.parametrize(
+    ("ip", "prefix", "expected"),
+    [
+        ("203.0.113.9", 64, "203.0.113.9"),  # IPv4: the address
+        ("2001:db8:1:2:aaaa::1", 64, "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", 64, "2001:db8:1:2::/64"),  # the same /64
+        ("2001:db8:1:3::1", 64, "2001:db8:1:3::/64"),  # the next one: another client
+        ("2001:db8:1:2:aaaa::1", 48, "2001:db8:1::/48"),
+        ("2001:db8::5", 128, "2001:db8::5"),  # 128: the full address, as before
+        (UNKNOWN_CLIENT, 64, UNKNOWN_CLIENT),
+    ],
+)
+def test_client_key_groups_ipv6_by_its_prefix(ip: str, prefix: int, expected: str) -> None:
+    assert client_key(ip, prefix) == expected

@@ -184,3 +184,38 @@ async def test_unreachable_redis_fail_closed(gateway_client: GatewayClient) -> N
             assert int(response.headers["Retry-After"]) >= 1
         state = h.app.state.gateway.breaker.state
         assert state == "open"  # later calls fail fast without touching the network
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_ipv6_clients_share_limits_and_bans_per_64(
+    gateway_client: GatewayClient, backend: str
+) -> None:
+    """One /64 is one client (``FACEGATE_CLIENT_IPV6_PREFIX``): its addresses share the
+    per-IP rate limit and the ban, an admin lifts the ban by any of them; the next /64 is
+    someone else. At 128 every address is its own client again."""
+    async with gateway_client(backend, rate_limit_ip_per_minute=2) as h:
+        for host in ("::1", "::2"):
+            ok = await h.client.get("/openapi.json", headers=from_ip(f"2001:db8:a:b{host}"))
+            assert ok.status_code == 200
+        third = await h.client.get("/openapi.json", headers=from_ip("2001:db8:a:b:c:d:e:f"))
+        assert assert_problem(third, 429, "rate-limited")["limit"] == "ip"
+        other = await h.client.get("/openapi.json", headers=from_ip("2001:db8:a:c::1"))
+        assert other.status_code == 200
+    async with gateway_client(backend) as h:
+        good = h.headers("acme")
+        admin = from_ip("192.0.2.200", h.headers("ops", scopes=["admin"]))
+        for number in range(5):
+            bad = from_ip(f"2001:db8:1:2::{number + 1}", {"Authorization": "Bearer nope"})
+            assert_problem(await h.client.get("/v1/me", headers=bad), 401, "unauthorized")
+        banned = await h.client.get("/v1/me", headers=from_ip("2001:db8:1:2:ffff::1", good))
+        assert_problem(banned, 403, "banned")
+        assert (await h.client.get("/v1/me", headers=from_ip("2001:db8:1:3::1", good))).is_success
+        listed = (await h.client.get("/v1/admin/bans", headers=admin)).json()
+        assert [ban["ip"] for ban in listed] == ["2001:db8:1:2::/64"]
+        lifted = await h.client.delete("/v1/admin/bans/2001:db8:1:2::99", headers=admin)
+        assert lifted.status_code == 204
+        assert (await h.client.get("/v1/me", headers=from_ip("2001:db8:1:2::1", good))).is_success
+    async with gateway_client(backend, rate_limit_ip_per_minute=1, client_ipv6_prefix=128) as h:
+        for host in ("::1", "::2"):
+            ok = await h.client.get("/openapi.json", headers=from_ip(f"2001:db8:a:b{host}"))
+            assert ok.status_code == 200

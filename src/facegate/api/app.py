@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, FastAPI
 
 from facegate.api.bodyguard import BodyGuardMiddleware
@@ -80,7 +81,11 @@ def install_gateway(app: FastAPI, settings: Settings) -> None:
         unauthenticated=(
             settings.max_in_flight_unauthenticated or settings.max_in_flight_requests // 8
         ),
+        public_uploads=(
+            settings.max_in_flight_public_uploads or settings.max_in_flight_requests // 16
+        ),
         trusted_proxies=parse_networks(settings.trusted_proxies),
+        ipv6_prefix=settings.client_ipv6_prefix,
         max_queued=settings.max_queued_jobs_total,
         retry_after=settings.shed_retry_after_seconds,
     )
@@ -119,6 +124,7 @@ def create_app(
             face_analysis=AnalysisSlots(
                 settings.face_analysis_slots, settings.face_analysis_per_tenant
             ),
+            public_verify_limiter=anyio.CapacityLimiter(settings.public_verify_concurrency),
         )
         app.state.facegate = state
         try:

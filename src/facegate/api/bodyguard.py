@@ -17,7 +17,14 @@ middleware, innermost of the gateway's:
    and stopped at the budget;
 3. holds the body to a **minimum rate**: after ``body_grace_seconds`` a body must keep
    arriving at ``body_min_bytes_per_second`` or the request ends with 408 — a client that
-   drips a byte every few seconds cannot hold a slot.
+   drips a byte every few seconds cannot hold a slot;
+4. counts the request where it belongs (its in-flight :class:`~facegate.api.shedding.Slot`):
+   valid credentials off the shares of callers without them; credentials the route never
+   checks as none at all. A route marked :func:`public_upload` (``POST /v1/verify``,
+   ``POST /v1/reports``) checks optional credentials from the headers too (a bad one is a
+   401 before the body, counted towards the ban); without them its upload takes the public
+   uploads' own small share, the smaller ``public_upload_max_bytes`` budget and a
+   wall-clock deadline for the whole body, ``public_upload_deadline_seconds``.
 
 The principal resolved here is the one the route's dependencies see (``get_principal``
 caches it on the request), so nothing is authenticated twice.
@@ -37,11 +44,11 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from facegate.api.deps import PrincipalScheme, get_state
+from facegate.api.deps import OptionalPrincipal, PrincipalScheme, get_state
 from facegate.api.errors import PayloadTooLarge, ProblemError, RequestTimeout
 from facegate.api.gateway import send_problem
 from facegate.api.routetable import RouteTable
-from facegate.api.shedding import InFlight
+from facegate.api.shedding import InFlight, slot_of
 from facegate.database import session_scope
 from facegate.errors import RateLimited, ServiceError
 from facegate.principal import Principal
@@ -52,7 +59,9 @@ BodyKind = Literal["json", "upload", "setting"]
 # Multipart framing and the small form fields (options JSON, a sidecar) of an upload.
 FORM_OVERHEAD_BYTES = 1 << 20
 _BUDGET_ATTRIBUTE = "__facegate_body_budget__"
+_PUBLIC_ATTRIBUTE = "__facegate_public_upload__"
 F = TypeVar("F", bound=Callable[..., Any])
+PrincipalDependency = PrincipalScheme | OptionalPrincipal
 
 
 def body_budget(setting: str) -> Callable[[F], F]:
@@ -67,18 +76,32 @@ def body_budget(setting: str) -> Callable[[F], F]:
     return mark
 
 
+def public_upload(setting: str) -> Callable[[F], F]:
+    """Mark an upload route open to callers without credentials: with valid ones its budget
+    is the ``Settings`` field ``setting`` (as :func:`body_budget`); without them the public
+    uploads' share, budget and deadline (the module's docstring, point 4)."""
+
+    def mark(endpoint: F) -> F:
+        setattr(endpoint, _BUDGET_ATTRIBUTE, setting)
+        setattr(endpoint, _PUBLIC_ATTRIBUTE, True)
+        return endpoint
+
+    return mark
+
+
 @dataclass(frozen=True)
 class RouteBody:
     """What a route's body needs before it may be read."""
 
     kind: BodyKind
-    scheme: PrincipalScheme | None  # the route's principal dependency, if it has one
+    scheme: PrincipalDependency | None  # the route's principal dependency, if it has one
     setting: str | None = None  # kind "setting": the Settings field holding the budget
+    public: bool = False  # a public upload (:func:`public_upload`)
 
 
-def _schemes(dependant: Dependant) -> Iterator[PrincipalScheme]:
+def _schemes(dependant: Dependant) -> Iterator[PrincipalDependency]:
     for dependency in dependant.dependencies:
-        if isinstance(dependency.call, PrincipalScheme):
+        if isinstance(dependency.call, PrincipalScheme | OptionalPrincipal):
             yield dependency.call
         yield from _schemes(dependency)
 
@@ -90,7 +113,8 @@ def describe_route(route: APIRoute) -> RouteBody:
     setting: str | None = getattr(route.endpoint, _BUDGET_ATTRIBUTE, None)
     has_files = any(isinstance(p.field_info, params.File) for p in route.dependant.body_params)
     kind: BodyKind = "setting" if setting else ("upload" if has_files else "json")
-    return RouteBody(kind, scheme=scheme, setting=setting)
+    public = bool(getattr(route.endpoint, _PUBLIC_ATTRIBUTE, False))
+    return RouteBody(kind, scheme=scheme, setting=setting, public=public)
 
 
 def has_body(scope: Scope) -> bool:
@@ -118,19 +142,42 @@ class BodyBudget:
     minimum rate (both as problems the middleware answers with)."""
 
     def __init__(
-        self, limit: int, *, min_rate: float, grace: float, clock: Callable[[], float]
+        self,
+        limit: int,
+        *,
+        min_rate: float,
+        grace: float,
+        clock: Callable[[], float],
+        wall: float | None = None,
     ) -> None:
         self.limit = limit
         self.min_rate = min_rate
         self.grace = grace
         self.clock = clock
+        self.wall = wall  # seconds the whole body may take, whatever its rate (None: no cap)
         self.started = clock()
         self.received = 0
 
     def deadline(self) -> float:
         """When the next chunk must have arrived: the grace plus the time the bytes so far
-        earned at the minimum rate."""
-        return self.started + self.grace + self.received / self.min_rate
+        earned at the minimum rate, and never after the wall-clock deadline."""
+        earned = self.started + self.grace + self.received / self.min_rate
+        return earned if self.wall is None else min(earned, self.started + self.wall)
+
+    def timeout(self) -> RequestTimeout:
+        """The 408 of a body that missed :meth:`deadline`."""
+        if self.wall is not None and self.clock() >= self.started + self.wall:
+            return RequestTimeout(
+                f"the request body did not arrive within {self.wall:g} s "
+                "(the deadline of a public upload)",
+                limit="public_upload_deadline_seconds",
+                limit_value=self.wall,
+            )
+        return RequestTimeout(
+            f"the request body arrived too slowly (under {int(self.min_rate)} bytes per second)",
+            limit="body_min_bytes_per_second",
+            limit_value=int(self.min_rate),
+        )
 
     def count(self, size: int) -> None:
         self.received += size
@@ -163,12 +210,14 @@ class BodyGuardMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            limit = await self._admit(scope)
+            limit, wall = await self._admit(scope)
             tenant = self._hold_slot(scope)
         except (ProblemError, ServiceError) as error:
             await send_problem(scope, send, error)
             return
-        budget = BodyBudget(limit, min_rate=self.min_rate, grace=self.grace, clock=self.clock)
+        budget = BodyBudget(
+            limit, min_rate=self.min_rate, grace=self.grace, clock=self.clock, wall=wall
+        )
         try:
             await self._run(scope, receive, send, budget)
         finally:
@@ -205,13 +254,25 @@ class BodyGuardMiddleware:
             known = self._routes[id(route)] = describe_route(route)
         return known
 
-    async def _admit(self, scope: Scope) -> int:
-        """The body budget of this request, after authentication and the scope check."""
+    async def _admit(self, scope: Scope) -> tuple[int, float | None]:
+        """The body budget of this request and its wall-clock deadline (None: only the
+        minimum rate), after authentication, the scope check and the in-flight share."""
         route = self._route(scope)
         principal: Principal | None = None
         if route is not None and route.scheme is not None:
             principal = await route.scheme(Request(scope))
-        limit = await self._limit(scope, route, principal)
+        public = route is not None and route.public and principal is None
+        slot = slot_of(scope)
+        if slot is not None and principal is None:
+            # No valid credentials (none sent, or none this route checks): the share of
+            # public uploads, or of every other request without credentials.
+            slot.become("public" if public else "anonymous")
+        wall: float | None = None
+        if public:
+            limit = self.settings.public_upload_max_bytes + FORM_OVERHEAD_BYTES
+            wall = self.settings.public_upload_deadline_seconds
+        else:
+            limit = await self._limit(scope, route, principal)
         length = declared_length(scope)
         if length is not None and length > limit:
             raise PayloadTooLarge(
@@ -219,7 +280,7 @@ class BodyGuardMiddleware:
                 limit="max_body_bytes",
                 limit_value=limit,
             )
-        return limit
+        return limit, wall
 
     async def _limit(self, scope: Scope, route: RouteBody | None, who: Principal | None) -> int:
         if route is not None and route.setting is not None:
@@ -245,12 +306,7 @@ class BodyGuardMiddleware:
                 with anyio.fail_after(wait):
                     message = await receive()
             except TimeoutError:
-                refusal = RequestTimeout(
-                    "the request body arrived too slowly "
-                    f"(under {int(budget.min_rate)} bytes per second)",
-                    limit="body_min_bytes_per_second",
-                    limit_value=int(budget.min_rate),
-                )
+                refusal = budget.timeout()
                 raise refusal from None
             if message["type"] == "http.request":
                 try:

@@ -29,6 +29,8 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from facegate.api.errors import PROBLEM_RESPONSES, document_body_problems
+from facegate.api.gateway import has_credentials
+from facegate.api.shedding import slot_of
 from facegate.database import READ_ONLY, session_scope
 from facegate.errors import Forbidden, NotFound, Unauthenticated
 from facegate.observability.audit import IP_BAN, record_audit
@@ -132,19 +134,45 @@ async def get_principal(request: Request) -> Principal:
     resolved: Principal | None = getattr(request.state, "principal", None)
     if resolved is not None:  # once per request, however many dependencies ask for it
         return resolved
+    principal = await _authenticate(request)
+    request.state.principal = principal
+    slot = slot_of(request.scope)
+    if slot is not None:  # valid credentials: off the shares of callers without them
+        slot.become("verified")
+    return principal
+
+
+async def _authenticate(request: Request) -> Principal:
     authorization = request.headers.get("authorization") or None
     api_key = request.headers.get(API_KEY_HEADER) or None
     principal = cached_principal(authorization, api_key)
     gateway: Gateway | None = getattr(request.state, "gateway", None)
     if principal is not None and (gateway is None or _limit_on_loop(request, gateway, principal)):
-        request.state.principal = principal
         return principal
     # A cache miss or a JWT reads the database, a Redis gateway does network I/O: both block.
-    principal = await anyio.to_thread.run_sync(
+    return await anyio.to_thread.run_sync(
         _resolve_principal, request, principal, authorization, api_key, gateway
     )
-    request.state.principal = principal
-    return principal
+
+
+async def get_optional_principal(request: Request) -> Principal | None:
+    """The caller of a public route: None without credentials; with credentials they must
+    be valid (401 otherwise, counted towards the client's ban like any failed attempt)."""
+    if not has_credentials(request.scope):
+        return None
+    return await get_principal(request)
+
+
+class OptionalPrincipal:
+    """The dependency of a public route's optional caller (:func:`get_optional_principal`):
+    a class so that the body guard finds it on the route and authenticates from the headers
+    before the body, as it does for :class:`PrincipalScheme`."""
+
+    async def __call__(self, request: Request) -> Principal | None:
+        return await get_optional_principal(request)
+
+
+OptionalPrincipalDep = Annotated[Principal | None, Depends(OptionalPrincipal())]
 
 
 class _NeedsDatabase(Exception):
@@ -297,11 +325,14 @@ TenantAdminDep = Annotated[Principal, Depends(TenantAdminScheme(), scope="functi
 __all__ = [
     "PROBLEM_RESPONSES",
     "AdminDep",
+    "OptionalPrincipal",
+    "OptionalPrincipalDep",
     "PrincipalDep",
     "PrincipalScheme",
     "SessionDep",
     "TenantAdminDep",
     "document_credentials",
+    "get_optional_principal",
     "get_principal",
     "get_session",
     "require_scope",

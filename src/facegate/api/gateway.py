@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from facegate.api.errors import PROBLEM_CONTENT_TYPE, ProblemError, as_problem
 from facegate.errors import ServiceError
 from facegate.observability.metrics import request_banned
-from facegate.ratelimit.clientip import client_ip
+from facegate.ratelimit.clientip import client_ip, client_key
 from facegate.ratelimit.gateway import Gateway
 from facegate.ratelimit.limiter import Decision
 
@@ -67,7 +67,8 @@ class GatewayMiddleware:
             await self.app(scope, receive, send)
             return
         gateway = self.gateway
-        ip = client_ip(scope, gateway.trusted_proxies)
+        # The client's key (its address, or its IPv6 /64): what bans and limits count.
+        ip = client_key(client_ip(scope, gateway.trusted_proxies), gateway.ipv6_prefix)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["client_ip"] = ip
         state["gateway"] = gateway

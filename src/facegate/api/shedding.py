@@ -5,11 +5,18 @@ Two global caps (the specification's gateway protection, next to the circuit bre
 tenants (checked when a job is submitted, before its upload is read). Each tenant's own
 queue cap is a policy matter and stays in ``jobs.service`` (429).
 
-The in-flight slots are shared fairly: one client IP may hold at most ``per_client`` of
-them and requests without credentials together at most ``unauthenticated``, so one source
-of slow or abusive connections cannot take every slot (429 ``rate-limited`` naming
-``max_in_flight_per_client`` or ``max_in_flight_unauthenticated`` for that client, while
-everyone else is still served).
+The in-flight slots are shared fairly: one client (an IP, an IPv6 /64) may hold at most
+``per_client`` of them; requests without verified credentials together at most
+``unauthenticated``, and public uploads without them (``POST /v1/verify``, ``/v1/reports``)
+their own ``public_uploads`` beside that. So no source of slow or abusive connections, from
+any number of addresses, can take the slots tenants with valid keys need (429
+``rate-limited`` naming the share, for that client only, while everyone else is served).
+
+A header is not a credential: each request holds a :class:`Slot` that enters as
+``anonymous`` (no credentials) or ``pending`` (credentials not checked yet). The body guard
+authenticates a body's credentials from the headers before reading a byte and moves the slot
+(``verified``; ``public`` or ``anonymous`` when the route takes none); a bad credential is a
+401 at once, so it never holds a slot longer than its check.
 
 Counting the queue takes a database query and a worker-thread hop, more than the rest of
 a submission's checks together, so :class:`QueuedEstimate` reuses a recent count while the
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from anyio import to_thread
@@ -31,11 +38,14 @@ from facegate.api.gateway import EXEMPT_PATHS, has_credentials, send_problem
 from facegate.database import session_scope
 from facegate.errors import RateLimited
 from facegate.jobs.repository import JobRepository
-from facegate.ratelimit.clientip import Network, client_ip
+from facegate.ratelimit.clientip import DEFAULT_IPV6_PREFIX, Network, client_ip, client_key
 
 SUBMIT_PATH = "/v1/jobs"
 # How long a count of the queue may be reused while far from the cap.
 QUEUED_COUNT_TTL_SECONDS = 1.0
+#: Where a request's :class:`Slot` is kept in the ASGI scope's ``state``.
+SLOT_STATE = "in_flight_slot"
+SlotKind = Literal["anonymous", "public", "pending", "verified"]
 log = structlog.get_logger(__name__)
 
 
@@ -103,6 +113,66 @@ class InFlight:
             del self._held[key]  # no entry left behind per address ever seen
 
 
+class Shares:
+    """Requests in flight by kind of caller, and the caps of the kinds that have one
+    (``anonymous``, ``public``; 0: no cap)."""
+
+    def __init__(self, caps: dict[SlotKind, int], retry_after: int) -> None:
+        self.caps = caps
+        self.retry_after = retry_after
+        self.held: dict[SlotKind, int] = {"anonymous": 0, "public": 0, "pending": 0, "verified": 0}
+
+    def refusal(self, kind: SlotKind) -> RateLimited | None:
+        """A 429 when ``kind``'s share is full."""
+        cap = self.caps.get(kind, 0)
+        if not cap or self.held[kind] < cap:
+            return None
+        limit, who = _SHARE_NAMES[kind]
+        return RateLimited(
+            f"{who} have {cap} requests in flight already; retry later",
+            retry_after=self.retry_after,
+            limit=limit,
+            limit_value=cap,
+        )
+
+
+_SHARE_NAMES: dict[SlotKind, tuple[str, str]] = {
+    "anonymous": ("max_in_flight_unauthenticated", "requests without valid credentials"),
+    "public": ("max_in_flight_public_uploads", "public uploads without valid credentials"),
+}
+
+
+class Slot:
+    """One admitted request's place in :class:`Shares` (kept in the scope's state under
+    ``SLOT_STATE``), moved by whoever learns who is asking."""
+
+    def __init__(self, shares: Shares, kind: SlotKind) -> None:
+        self.shares = shares
+        self.kind: SlotKind = kind
+        shares.held[kind] += 1
+
+    def become(self, kind: SlotKind) -> None:
+        """Count this request as ``kind`` from now on; raises RateLimited (and stays what
+        it was) when that share is full."""
+        if kind == self.kind:
+            return
+        refusal = self.shares.refusal(kind)
+        if refusal is not None:
+            raise refusal
+        self.shares.held[self.kind] -= 1
+        self.shares.held[kind] += 1
+        self.kind = kind
+
+    def release(self) -> None:
+        self.shares.held[self.kind] -= 1
+
+
+def slot_of(scope: Scope) -> Slot | None:
+    """The request's slot (None when no shedding middleware counted it)."""
+    slot: Slot | None = scope.get("state", {}).get(SLOT_STATE)
+    return slot
+
+
 class LoadSheddingMiddleware:
     """Caps requests in flight (``max_in_flight``) and queued jobs (``max_queued``)."""
 
@@ -115,7 +185,9 @@ class LoadSheddingMiddleware:
         retry_after: int,
         per_client: int = 0,
         unauthenticated: int = 0,
+        public_uploads: int = 0,
         trusted_proxies: tuple[Network, ...] = (),
+        ipv6_prefix: int = DEFAULT_IPV6_PREFIX,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app = app
@@ -123,8 +195,9 @@ class LoadSheddingMiddleware:
         self.per_client = per_client
         self.unauthenticated = unauthenticated
         self.trusted_proxies = trusted_proxies
+        self.ipv6_prefix = ipv6_prefix
         self.by_client = InFlight()
-        self.anonymous = 0
+        self.shares = Shares({"anonymous": unauthenticated, "public": public_uploads}, retry_after)
         self.max_queued = max_queued
         self.retry_after = retry_after
         self.in_flight = 0
@@ -153,9 +226,9 @@ class LoadSheddingMiddleware:
             )
             await send_problem(scope, send, refusal)
             return
-        ip = client_ip(scope, self.trusted_proxies)
-        anonymous = not has_credentials(scope)
-        share = self._share_refusal(ip, anonymous)
+        ip = client_key(client_ip(scope, self.trusted_proxies), self.ipv6_prefix)
+        kind: SlotKind = "pending" if has_credentials(scope) else "anonymous"
+        share = self._share_refusal(ip, kind)
         if share is not None:
             log.warning("shedding request", limit=share.extra["limit"], path=path, ip=ip)
             await send_problem(scope, send, share)
@@ -163,7 +236,8 @@ class LoadSheddingMiddleware:
         # Counted on the event loop thread: no lock needed between the check and the add.
         self.in_flight += 1
         self.by_client.add(ip)
-        self.anonymous += anonymous
+        slot = Slot(self.shares, kind)
+        scope.setdefault("state", {})[SLOT_STATE] = slot
         try:
             if self.max_queued and scope.get("method") == "POST" and path == SUBMIT_PATH:
                 queued = self.queued.fresh()
@@ -183,24 +257,24 @@ class LoadSheddingMiddleware:
             await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
-            self.anonymous -= anonymous
+            slot.release()
             self.by_client.remove(ip)
 
-    def _share_refusal(self, ip: str, anonymous: bool) -> RateLimited | None:
-        """A 429 when this client (or all credential-less requests) holds its share."""
+    def _share_refusal(self, ip: str, kind: SlotKind) -> RateLimited | None:
+        """A 429 when this client (or all requests without credentials) holds its share."""
         if self.per_client and self.by_client.held(ip) >= self.per_client:
-            limit, value, who = "max_in_flight_per_client", self.per_client, "this client has"
-        elif anonymous and self.unauthenticated and self.anonymous >= self.unauthenticated:
-            limit, value = "max_in_flight_unauthenticated", self.unauthenticated
-            who = "requests without credentials have"
-        else:
-            return None
-        return RateLimited(
-            f"{who} {value} requests in flight already; retry later",
-            retry_after=self.retry_after,
-            limit=limit,
-            limit_value=value,
-        )
+            return RateLimited(
+                f"this client has {self.per_client} requests in flight already; retry later",
+                retry_after=self.retry_after,
+                limit="max_in_flight_per_client",
+                limit_value=self.per_client,
+            )
+        return self.shares.refusal(kind)
+
+    @property
+    def anonymous(self) -> int:
+        """Requests in flight counted as without valid credentials (public uploads too)."""
+        return self.shares.held["anonymous"] + self.shares.held["public"]
 
 
 def _count_queued(app: Any) -> int:

@@ -1,33 +1,38 @@
 """HTTP routes of provenance: ``POST /v1/verify`` (public: anyone may ask whether this
 installation made a file; unauthenticated callers are rate-limited per IP by the gateway),
-``POST /v1/reports`` (public: report a suspected deepfake to the installation) and
+``POST /v1/reports`` (public: report a suspected deepfake, an image or a video, to the
+installation) and
 ``GET /v1/jobs/{id}/manifest`` (the C2PA sidecar of a WebM result)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFile
+import anyio
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
-from facegate.api.bodyguard import body_budget
-from facegate.api.deps import SessionDep, get_principal, get_state, scoped
+from facegate.api.bodyguard import public_upload
+from facegate.api.deps import OptionalPrincipalDep, SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES
-from facegate.api.gateway import has_credentials
 from facegate.api.uploads import read_upload
 from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.jobs.service import JobService
 from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys, load_keys
+from facegate.provenance.limits import InspectLimits, authenticated_limits, public_limits
 from facegate.provenance.marker import SIDECAR_NAME
 from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
 from facegate.provenance.verify import report_file, verify_file
+from facegate.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["provenance"], responses=PROBLEM_RESPONSES)
 SIDECAR_MAX_BYTES = 1024 * 1024
+T = TypeVar("T")
 
 
 @lru_cache(maxsize=4)
@@ -36,19 +41,28 @@ def installation_keys(directory: Path) -> InstallationKeys:
     return load_keys(directory)
 
 
-async def optional_principal(request: Request) -> Principal | None:
-    """The caller when it sent credentials (then they must be valid), else None."""
-    if not has_credentials(request.scope):
-        return None
-    return await get_principal(request)
+def inspect_limits(settings: Settings, principal: Principal | None) -> InspectLimits:
+    """The limits of a verification: a caller with valid credentials gets the upload budget
+    and the engine's limits, anyone else the public ones (``provenance.limits``)."""
+    if principal is not None:
+        return authenticated_limits(settings.verify_max_bytes)
+    return public_limits(settings)
+
+
+async def run_inspection(request: Request, principal: Principal | None, work: Callable[[], T]) -> T:
+    """Run ``work`` (reading an upload's marks) in a worker thread; without credentials
+    under the process-wide ``public_verify_concurrency`` (the others wait their turn, each
+    holding its public-upload slot)."""
+    limiter = get_state(request).public_verify_limiter if principal is None else None
+    return await anyio.to_thread.run_sync(work, limiter=limiter)
 
 
 @router.post("/verify", responses=UPLOAD_PROBLEM_RESPONSES)
-@body_budget("verify_max_bytes")
-def verify(
+@public_upload("verify_max_bytes")
+async def verify(
     request: Request,
     session: SessionDep,
-    principal: Annotated[Principal | None, Depends(optional_principal)],
+    principal: OptionalPrincipalDep,
     file: Annotated[UploadFile, File(description="The image or video to check")],
     manifest: Annotated[
         UploadFile | None,
@@ -56,39 +70,59 @@ def verify(
     ] = None,
 ) -> VerifyOut:
     """Whether this installation made the file (C2PA manifest and watermark) and when; the
-    job and tenant only to that tenant's keys and admins. The upload is not stored."""
+    job and tenant only to that tenant's keys and admins. The upload is not stored. Without
+    credentials the upload and the video it may be are held to small public limits."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
-    data = read_upload(file, settings.verify_max_bytes)
-    sidecar = read_upload(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
-    return verify_file(
-        session, keys, data, principal, max_bytes=settings.verify_max_bytes, sidecar=sidecar
-    )
+    limits = inspect_limits(settings, principal)
+
+    def work() -> VerifyOut:
+        data = read_upload(file, limits.max_bytes)
+        sidecar = read_upload(manifest, SIDECAR_MAX_BYTES) if manifest is not None else None
+        return verify_file(
+            session,
+            keys,
+            data,
+            principal,
+            max_bytes=limits.max_bytes,
+            sidecar=sidecar,
+            limits=limits,
+        )
+
+    return await run_inspection(request, principal, work)
 
 
 @router.post("/reports", status_code=202, responses=UPLOAD_PROBLEM_RESPONSES)
-def report(
+@public_upload("verify_max_bytes")
+async def report(
     request: Request,
     session: SessionDep,
-    principal: Annotated[Principal | None, Depends(optional_principal)],
+    principal: OptionalPrincipalDep,
     file: Annotated[UploadFile, File(description="The file believed to be a deepfake")],
     message: Annotated[str, Form(min_length=1, max_length=2000)],
     contact: Annotated[str | None, Form(max_length=200)] = None,
 ) -> ReportOut:
-    """Report a file (public): traced like a verification, recorded on the audit trail for
-    the admins and, when it traces to a job, for the owning tenant with that job. The
-    reporter learns only whether this installation made it; the upload is not stored."""
+    """Report a file (public): an image or a video, under the same limits as
+    ``POST /v1/verify``. Traced like a verification, recorded on the audit trail for the
+    admins and, when it traces to a job, for the owning tenant with that job. The reporter
+    learns only whether this installation made it; the upload is not stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
-    data = read_upload(file, settings.verify_max_bytes)
-    return report_file(
-        session,
-        keys,
-        data,
-        ReportIn(message=message, contact=contact),
-        principal,
-        max_bytes=settings.verify_max_bytes,
-    )
+    limits = inspect_limits(settings, principal)
+
+    def work() -> ReportOut:
+        data = read_upload(file, limits.max_bytes)
+        return report_file(
+            session,
+            keys,
+            data,
+            ReportIn(message=message, contact=contact),
+            principal,
+            max_bytes=limits.max_bytes,
+            limits=limits,
+        )
+
+    return await run_inspection(request, principal, work)
 
 
 _MANIFEST_RESPONSES: dict[int | str, dict[str, Any]] = {

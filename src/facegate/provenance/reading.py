@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import av
+import av.error
 import c2pa
-import cv2
 import numpy as np
 
 from facegate.engine.modelstore.store import sha256_file
@@ -129,19 +129,15 @@ def read_image_watermark(frame: Frame) -> WatermarkFinding:
     return WatermarkFinding(found=payload is not None, payload=payload, frames_read=1)
 
 
-def read_video_watermark(path: Path, frames_total: int, fps: float) -> WatermarkFinding:
+def read_video_watermark(
+    path: Path, frames_total: int, fps: float, *, decode_frames: int = 1800
+) -> WatermarkFinding:
     """Soft bits averaged over frames sampled from the first minute: every frame carries
-    the same payload, so the average reads through what re-encoding did to single frames."""
+    the same payload, so the average reads through what re-encoding did to single frames.
+    At most ``decode_frames`` frames are decoded, whatever the file (:func:`sample_frames`)."""
     window = max(1, min(frames_total, round(fps * VIDEO_SAMPLE_SECONDS)))
-    step = max(1, window // VIDEO_SAMPLE_FRAMES)
-    sampled: list[Frame] = []
-    with av.open(str(path)) as container:
-        for index, frame in enumerate(container.decode(video=0)):
-            if index >= window:
-                break
-            if index % step == 0:
-                sampled.append(_reduced(np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)))
-    sampled = [frame for frame in sampled if markable(frame)]
+    targets = [window * i / VIDEO_SAMPLE_FRAMES / fps for i in range(VIDEO_SAMPLE_FRAMES)]
+    sampled = [frame for frame in sample_frames(path, targets, decode_frames) if markable(frame)]
     if not sampled:
         return WatermarkFinding(found=False, frames_read=0)
     views_of = [candidate_views(frame) for frame in sampled]
@@ -153,12 +149,49 @@ def read_video_watermark(path: Path, frames_total: int, fps: float) -> Watermark
     return WatermarkFinding(found=payload is not None, payload=payload, frames_read=len(sampled))
 
 
-def _reduced(frame: Frame) -> Frame:
-    """A sampled frame kept at most ``_KEEP_SIDE`` px on its longer side: the mark is read
-    on a 256-px canonical copy anyway, and two dozen 1080p frames need not stay in memory."""
-    height, width = frame.shape[:2]
-    scale = _KEEP_SIDE / max(height, width)
+def sample_frames(path: Path, seconds: list[float], budget: int) -> list[Frame]:
+    """Frames near each of ``seconds``, reduced to ``_KEEP_SIDE``, decoding at most
+    ``budget`` frames in all. Each sample seeks to the keyframe at or before its time and
+    takes the first frame not taken yet: one decode per sample where keyframes are dense,
+    a few more where they are sparse (then samples bunch after a keyframe), never more than
+    the budget — so a long, high-rate or keyframe-less file costs what a short one does."""
+    sampled: list[Frame] = []
+    taken: set[int] = set()
+    decoded = 0
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        base = stream.time_base
+        start = stream.start_time or 0
+        try:
+            for at in seconds:
+                if decoded >= budget:
+                    break
+                if base is not None:
+                    container.seek(start + int(at / base), stream=stream, backward=True)
+                for frame in container.decode(stream):
+                    decoded += 1
+                    key = frame.pts if frame.pts is not None else -decoded
+                    if key not in taken:
+                        taken.add(key)
+                        sampled.append(_reduced_frame(frame))
+                        break
+                    if decoded >= budget:
+                        break
+        except av.error.FFmpegError:
+            pass  # a damaged tail: the samples read so far are the answer
+    return sampled
+
+
+def _reduced_frame(frame: av.VideoFrame) -> Frame:
+    """A decoded frame as BGR, scaled by FFmpeg to at most ``_KEEP_SIDE`` px on its longer
+    side (cheaper than converting the full frame and resizing it)."""
+    scale = _KEEP_SIDE / max(frame.width, frame.height)
     if scale >= 1:
-        return frame
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA).astype(np.uint8, copy=False)
+        return np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)
+    width, height = max(1, round(frame.width * scale)), max(1, round(frame.height * scale))
+    return np.asarray(
+        frame.reformat(
+            width=width, height=height, format="bgr24", interpolation="AREA"
+        ).to_ndarray(),
+        np.uint8,
+    )

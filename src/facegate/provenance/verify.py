@@ -17,11 +17,13 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from facegate.engine.image import ImageLimits, load_image
-from facegate.engine.video.probe import VideoLimits, looks_like_video, probe_video
+from facegate.engine.errors import MediaTooLarge
+from facegate.engine.image import load_image
+from facegate.engine.video.probe import looks_like_video, probe_video
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys
+from facegate.provenance.limits import InspectLimits, authenticated_limits
 from facegate.provenance.reading import (
     ManifestFinding,
     WatermarkFinding,
@@ -45,26 +47,42 @@ PROVENANCE_REPORT = "provenance.report"
 _IMAGE_MIME = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "tiff": "image/tiff"}
 
 
+def _check_fps(fps: float, limit: float) -> None:
+    if limit and fps > limit:
+        raise MediaTooLarge(
+            f"video is {fps:g} frames per second, over the limit of {limit:g}",
+            limit_name="max_fps",
+            limit=limit,
+            actual=round(fps, 3),
+        )
+
+
 def inspect_file(
     keys: InstallationKeys,
     data: bytes,
     *,
     max_bytes: int,
     sidecar: bytes | None = None,
+    limits: InspectLimits | None = None,
 ) -> tuple[Literal["image", "video"], ManifestFinding, WatermarkFinding]:
-    """Read both marks; bad input raises the same typed errors as a job upload."""
+    """Read both marks under ``limits`` (default: ``max_bytes`` and the engine's limits);
+    bad input raises the same typed errors as a job upload."""
+    limits = limits or authenticated_limits(max_bytes)
     fd, name = tempfile.mkstemp(prefix="facegate-verify-")
     path = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         if looks_like_video(data[:512]):
-            info = probe_video(path, VideoLimits(max_bytes=max_bytes))
+            info = probe_video(path, limits.video)
+            _check_fps(float(info.fps), limits.max_fps)
             container = "video/webm" if "webm" in info.container else "video/mp4"
             manifest = read_manifest(keys, path, container, sidecar)
-            watermark = read_video_watermark(path, info.frames, float(info.fps))
+            watermark = read_video_watermark(
+                path, info.frames, float(info.fps), decode_frames=limits.decode_frames
+            )
             return "video", manifest, watermark
-        image = load_image(data, ImageLimits(max_bytes=max_bytes))
+        image = load_image(data, limits.image)
         mime = _IMAGE_MIME.get(image.format)
         manifest = (
             read_manifest(keys, path, mime, sidecar)
@@ -96,8 +114,11 @@ def trace_file(
     *,
     max_bytes: int,
     sidecar: bytes | None = None,
+    limits: InspectLimits | None = None,
 ) -> Trace:
-    media, manifest, watermark = inspect_file(keys, data, max_bytes=max_bytes, sidecar=sidecar)
+    media, manifest, watermark = inspect_file(
+        keys, data, max_bytes=max_bytes, sidecar=sidecar, limits=limits
+    )
     marks = MarkRepository(session)
     traced: dict[Literal["manifest", "watermark"], ProvenanceMark] = {}
     prefix = f"urn:facegate:{keys.installation_id:04x}:"
@@ -146,8 +167,9 @@ def verify_file(
     *,
     max_bytes: int,
     sidecar: bytes | None = None,
+    limits: InspectLimits | None = None,
 ) -> VerifyOut:
-    found = trace_file(session, keys, data, max_bytes=max_bytes, sidecar=sidecar)
+    found = trace_file(session, keys, data, max_bytes=max_bytes, sidecar=sidecar, limits=limits)
     result, mark = found.result, found.mark
     if mark is None:
         return result
@@ -175,12 +197,13 @@ def report_file(
     principal: Principal | None,
     *,
     max_bytes: int,
+    limits: InspectLimits | None = None,
 ) -> ReportOut:
     """A third party's report of a file: traced like a verification, then recorded on the
     audit trail under the owning tenant (its ``GET /v1/audit`` shows the report with the job,
     admins see every report). A file this installation did not make is recorded for the
     admins alone. The reporter learns only whether this installation made it."""
-    found = trace_file(session, keys, data, max_bytes=max_bytes)
+    found = trace_file(session, keys, data, max_bytes=max_bytes, limits=limits)
     mark = found.mark
     details = {
         "message": report.message,

@@ -4,6 +4,11 @@ A client can write any ``X-Forwarded-For`` it likes, so the header is believed o
 the request came from a configured proxy, and only as far as the chain of trusted proxies
 goes: walking the header from the right, the first address that is not a trusted proxy is
 the client (everything left of it was written by the client itself).
+
+Limits, bans and in-flight shares key a client by :func:`client_key`: an IPv4 address as it
+is, an IPv6 address by its network (a /64 by default). One subscriber, one ISP customer or
+one cloud VM is routinely handed a whole /64, so keying by the full address would give it
+2**64 identities for the ban, the rate limit and the in-flight share.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 UNKNOWN_CLIENT = "unknown"
+#: The IPv6 prefix length a client is keyed by unless configured otherwise.
+DEFAULT_IPV6_PREFIX = 64
 
 
 def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
@@ -58,3 +65,13 @@ def client_ip(scope: Mapping[str, Any], trusted_proxies: Sequence[Network] = ())
             return str(address)
         peer = address
     return str(peer)
+
+
+def client_key(ip: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
+    """The identity of the client at ``ip`` for limits, bans and shares: an IPv4 address
+    itself, an IPv6 address by its ``/ipv6_prefix`` network (``2001:db8:1:2::/64``; the
+    bare address at 128). Anything else (``UNKNOWN_CLIENT``) is returned as it is."""
+    address = _address(ip)
+    if not isinstance(address, ipaddress.IPv6Address) or ipv6_prefix >= 128:
+        return str(address) if address is not None else ip
+    return str(ipaddress.IPv6Network((address, ipv6_prefix), strict=False))

@@ -14,6 +14,7 @@ from facegate.api.errors import PROBLEM_RESPONSES
 from facegate.errors import BadRequest, NotFound
 from facegate.observability.audit import IP_UNBAN, record_audit
 from facegate.ratelimit.bans import Ban
+from facegate.ratelimit.clientip import client_key
 from facegate.ratelimit.gateway import Gateway
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=PROBLEM_RESPONSES)
@@ -62,12 +63,13 @@ def unban(
         bool, Query(description="Also forget past bans (the next one starts short again)")
     ] = False,
 ) -> Response:
-    """Lift the ban of ``ip``; 404 when it is not banned."""
+    """Lift the ban of ``ip``; 404 when it is not banned. An IPv6 client is banned by its
+    network (``FACEGATE_CLIENT_IPV6_PREFIX``): any address in it lifts it."""
+    gateway = _gateway(request)
     try:
-        address = str(ipaddress.ip_address(ip))
+        address = client_key(str(ipaddress.ip_address(ip)), gateway.ipv6_prefix)
     except ValueError:
         raise BadRequest(f"{ip!r} is not an IP address") from None
-    gateway = _gateway(request)
     if not gateway.operator_call(lambda: gateway.bans.unban(address, forget=forget)):
         raise NotFound(f"{address} is not banned")
     record_audit(session, admin, IP_UNBAN, f"ip:{address}", {"forget": forget})

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from facegate.errors import RateLimited, Unavailable
 from facegate.observability.metrics import request_rate_limited
 from facegate.ratelimit.bans import Ban, BanPolicy, BanStore, MemoryBanStore
-from facegate.ratelimit.clientip import Network, parse_networks
+from facegate.ratelimit.clientip import DEFAULT_IPV6_PREFIX, Network, parse_networks
 from facegate.ratelimit.limiter import (
     REDIS_TIMEOUT_SECONDS,
     BackendUnavailable,
@@ -66,6 +66,7 @@ class Gateway:
     limiter: RateLimiter
     bans: BanStore
     trusted_proxies: tuple[Network, ...] = ()
+    ipv6_prefix: int = DEFAULT_IPV6_PREFIX  # IPv6 clients are keyed by this network
     ip_per_minute: int = 60
     fail_mode: FailMode = "open"
     breaker: CircuitBreaker | None = None
@@ -101,6 +102,7 @@ class Gateway:
             limiter=RateLimiter(create_storage(url, prefix), breaker),
             bans=bans,
             trusted_proxies=parse_networks(settings.trusted_proxies),
+            ipv6_prefix=settings.client_ipv6_prefix,
             ip_per_minute=settings.rate_limit_ip_per_minute,
             fail_mode=settings.rate_limit_fail_mode,
             breaker=breaker,
