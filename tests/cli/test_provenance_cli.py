@@ -17,6 +17,7 @@ from facegate.engine.watermark import embed_watermark
 from facegate.provenance.keys import CA_FILE, load_keys
 from facegate.provenance.manifest import manifest_definition, sign_bytes
 from facegate.provenance.marker import JobMark, ResultMarker
+from facegate.provenance.payload import WATERMARK
 from facegate.provenance.repository import MarkRepository
 
 
@@ -40,7 +41,8 @@ def marked_file(folder: Path, job_id: uuid.UUID) -> Path:
     engine = create_engine_from_url(f"sqlite:///{folder}/facegate.db")
     with session_scope(create_session_factory(engine)) as session:
         row = MarkRepository(session).issue("studio", job_id)
-        mark = JobMark(ResultMarker(keys).installation_id, row.serial, row.reference)
+        installation = ResultMarker(keys).installation_id
+        mark = JobMark(installation, row.serial, row.reference, keys.mac_key(WATERMARK))
     engine.dispose()
     frame = embed_watermark(cv2.imread(str(FACES / "man_frontal_glasses.jpg")), mark.bits)
     data = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()

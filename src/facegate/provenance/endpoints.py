@@ -24,7 +24,8 @@ from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys, load_keys
 from facegate.provenance.marker import SIDECAR_NAME
 from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
-from facegate.provenance.verify import report_file, verify_file
+from facegate.provenance.reports import ReportLimits, report_file
+from facegate.provenance.verify import verify_file
 
 router = APIRouter(prefix="/v1", tags=["provenance"], responses=PROBLEM_RESPONSES)
 SIDECAR_MAX_BYTES = 1024 * 1024
@@ -55,8 +56,8 @@ def verify(
         File(description="A WebM result's C2PA sidecar (GET /v1/jobs/{id}/manifest)"),
     ] = None,
 ) -> VerifyOut:
-    """Whether this installation made the file (C2PA manifest and watermark) and when; the
-    job and tenant only to that tenant's keys and admins. The upload is not stored."""
+    """Whether this installation made the file (C2PA manifest and watermark); when, and the
+    job and tenant, only to that tenant's keys and admins. The upload is not stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
     data = read_upload(file, settings.verify_max_bytes)
@@ -76,18 +77,27 @@ def report(
     contact: Annotated[str | None, Form(max_length=200)] = None,
 ) -> ReportOut:
     """Report a file (public): traced like a verification, recorded on the audit trail for
-    the admins and, when it traces to a job, for the owning tenant with that job. The
-    reporter learns only whether this installation made it; the upload is not stored."""
+    the admins and, when it traces to a job, for the owning tenant with that job: once per
+    reporter, subject and window, at most ``reports_per_hour`` cases a reporter (429 past
+    it). The reporter learns only whether this installation made it; the upload is not
+    stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
     data = read_upload(file, settings.verify_max_bytes)
+    limits = ReportLimits(
+        window_seconds=settings.report_window_seconds,
+        per_hour=settings.reports_per_hour,
+        per_subject=settings.reports_per_subject,
+    )
     return report_file(
         session,
         keys,
         data,
         ReportIn(message=message, contact=contact),
         principal,
+        str(getattr(request.state, "client_ip", "unknown")),
         max_bytes=settings.verify_max_bytes,
+        limits=limits,
     )
 
 
