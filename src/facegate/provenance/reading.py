@@ -26,6 +26,7 @@ ManifestState = Literal["absent", "valid", "tampered"]
 VIDEO_SAMPLE_FRAMES = 24  # frames read from a video (spread over its first minute)
 VIDEO_SAMPLE_SECONDS = 60.0
 _KEEP_SIDE = 640
+REMOTE_NOT_FETCHED = "facegate.manifest.remote.not_fetched"
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,9 @@ def read_manifest(
             with reader:
                 return _finding(reader)
     except c2pa.C2paError as exc:
+        if str(exc).startswith("Remote"):
+            # No manifest in the file, only an address of one (never fetched: see _context).
+            return ManifestFinding(state="absent", failures=[REMOTE_NOT_FETCHED])
         # A manifest store is there but cannot be parsed or checked: it was damaged.
         return ManifestFinding(state="tampered", failures=[type(exc).__name__.lstrip("_")])
 
