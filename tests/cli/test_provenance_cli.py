@@ -14,7 +14,7 @@ from tests.testdata import FACES
 from facegate.cli import main
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.engine.watermark import embed_watermark
-from facegate.provenance.keys import CA_FILE, load_keys
+from facegate.provenance.keys import CA_FILE, MARK_KEY_FILE, load_keys
 from facegate.provenance.manifest import manifest_definition, sign_bytes
 from facegate.provenance.marker import JobMark, ResultMarker
 from facegate.provenance.payload import WATERMARK
@@ -80,6 +80,17 @@ def test_init_rotate_and_verify(env: Path) -> None:
     assert (env / "keys" / CA_FILE).read_bytes() == ca
     code, output = run("verify", path)
     assert code == 0, output
+    assert sorted(json.loads(output)["job"]["traced_by"]) == ["manifest", "watermark"]
+
+    # An identity made before mark.key existed: rotate writes the same key (derived from
+    # the CA), so the watermarks issued before still verify.
+    mark_key = env / "keys" / MARK_KEY_FILE
+    issued = mark_key.read_bytes()
+    mark_key.unlink()
+    code, output = run("provenance", "rotate")
+    assert code == 0, output
+    assert mark_key.read_bytes() == issued
+    assert mark_key.stat().st_mode & 0o077 == 0
 
     code, output = run("verify", FACES / "woman_astronaut_frontal.jpg")
     assert code == 1

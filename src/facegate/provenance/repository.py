@@ -45,7 +45,7 @@ class MarkRepository:
             return existing
         for _ in range(_SERIAL_TRIES):
             serial = secrets.randbelow(1 << SERIAL_BITS)
-            if self.session.get(ProvenanceMark, serial) is not None:
+            if self.by_serial(serial) is not None:
                 continue  # drawn before: draw again (the primary key would refuse it anyway)
             mark = ProvenanceMark(
                 serial=serial, tenant_id=tenant_id, job_id=job_id, reference=secrets.token_hex(16)
