@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import select, text
 from tests.api.jobhelpers import DEBUG_TENANT_POLICY, photo
 from tests.dbkit import drop_database, fresh_database
-from tests.testdata import FACES
 from tests.provenance.test_verify_api import marked_result, verify
+from tests.testdata import FACES
 
 from facegate.database import create_session_factory, session_scope
 from facegate.engine.watermark import embed_watermark
@@ -92,7 +92,9 @@ async def test_a_forged_mark_does_not_verify_and_a_real_one_does_after_shared_co
         height, width = result.shape[:2]
         copies: dict[str, Callable[[np.ndarray], np.ndarray]] = {
             "jpeg70": lambda f: f,
-            "half": lambda f: cv2.resize(f, (width // 2, height // 2), interpolation=cv2.INTER_AREA),
+            "half": lambda f: cv2.resize(
+                f, (width // 2, height // 2), interpolation=cv2.INTER_AREA
+            ),
             "crop10": lambda f: f[height // 20 : -height // 20, width // 20 : -width // 20],
         }
         for name, transform in copies.items():
@@ -124,7 +126,8 @@ async def test_only_the_owner_learns_when_and_which_job(make_client: Any) -> Non
                 assert seen["job"] is None
                 text_seen = json.dumps(seen)
                 assert job_id not in text_seen
-                assert str(a) not in text_seen and str(b) not in text_seen
+                assert str(a) not in text_seen
+                assert str(b) not in text_seen
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -98,9 +98,7 @@ def test_reports_beyond_the_rate_answer_429_for_that_client_only(live: tuple[str
     # Another client is not held by it.
     assert send(base, "203.0.113.21", files[0]).status_code == 202
     # An IPv6 client is one /64: changing the low bits does not buy more reports.
-    v6 = [
-        send(base, f"2001:db8:1:2::{i + 1:x}", files[i]).status_code for i in range(PER_HOUR + 1)
-    ]
+    v6 = [send(base, f"2001:db8:1:2::{i + 1:x}", files[i]).status_code for i in range(PER_HOUR + 1)]
     assert v6 == [202] * PER_HOUR + [429]
 
 

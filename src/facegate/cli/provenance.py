@@ -50,8 +50,7 @@ def init(directory: Path | None, organisation: str, database_url: str | None) ->
         raise click.ClickException(str(exc)) from None
     click.echo(f"signing identity written to {target}")
     click.echo(
-        f"  {KEY_FILE} (secret), {CHAIN_FILE}, {CA_FILE}, {MARK_KEY_FILE} (secret), "
-        "ca.key (secret)"
+        f"  {KEY_FILE} (secret), {CHAIN_FILE}, {CA_FILE}, {MARK_KEY_FILE} (secret), ca.key (secret)"
     )
     click.echo(f"  installation id: {keys.installation_id:04x}")
 

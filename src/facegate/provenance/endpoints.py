@@ -23,8 +23,8 @@ from facegate.jobs.service import JobService
 from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys, load_keys
 from facegate.provenance.marker import SIDECAR_NAME
-from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
 from facegate.provenance.reports import ReportLimits, report_file
+from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
 from facegate.provenance.verify import verify_file
 
 router = APIRouter(prefix="/v1", tags=["provenance"], responses=PROBLEM_RESPONSES)

@@ -68,7 +68,9 @@ def decode_scores(scores: npt.NDArray[np.float64], key: bytes) -> Payload | None
     flipped = [0] * (1 << CHASE_BITS)
     for mask in range(1, 1 << CHASE_BITS):
         lowest = mask & -mask
-        flipped[mask] = flipped[mask ^ lowest] ^ (1 << (LENGTH - 1 - doubt[lowest.bit_length() - 1]))
+        flipped[mask] = flipped[mask ^ lowest] ^ (
+            1 << (LENGTH - 1 - doubt[lowest.bit_length() - 1])
+        )
     for mask in _TRIALS:
         trial = word ^ flipped[mask]
         serial = trial >> MAC_BITS

@@ -5,8 +5,9 @@ Anyone learns whether this installation made the file, and the manifest's state;
 by which job (``made_at``, ``job``) only that tenant (or an admin) does: the public answer
 carries nothing that dates or identifies another tenant's job. "Made here" needs a manifest
 signed by this installation and bound to these bytes (c2pa's hash binding), or a watermark
-whose MAC verifies under this installation's key, naming a mark it issued. A trace to a job is audited under the owning
-tenant, so it sees in its audit log that one of its results was checked. The upload is
+whose MAC verifies under this installation's key, naming a mark it issued. A trace to a job
+is audited under the owning tenant, so it sees in its audit log that one of its results was
+checked. The upload is
 never stored: a video goes to a private temporary file that is deleted before returning.
 """
 
@@ -25,6 +26,7 @@ from facegate.engine.video.probe import VideoLimits, looks_like_video, probe_vid
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys
+from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import (
     ManifestFinding,
     WatermarkFinding,
@@ -32,7 +34,6 @@ from facegate.provenance.reading import (
     read_manifest,
     read_video_watermark,
 )
-from facegate.provenance.payload import WATERMARK
 from facegate.provenance.repository import MarkRepository
 from facegate.provenance.schemas import JobTrace, ManifestOut, VerifyOut, WatermarkOut
 from facegate.provenance.tables import ProvenanceMark
