@@ -1,7 +1,9 @@
 """Provenance marks: watermark survival, false detections, and what marking costs.
 
 1. Survival: every test photo (../shared/data/faces) swapped with one source face (photos
-   without a face stay as they are), marked with a 64-bit payload, saved as a JPEG result
+   without a face stay as they are), marked with a 64-bit payload (serial + 40-bit MAC; and,
+   as the baseline in the same run, the old public layout: installation id + serial +
+   CRC-24, read with its own Chase decoder), saved as a JPEG result
    (quality 95), then put through what shared copies go through (JPEG 70, resize to 50 %,
    a 10 % crop centred and from a corner, brightness +-10 %). Recovery = the exact payload
    read back. Beside it, the two methods of the invisible-watermark package and the
@@ -9,7 +11,8 @@
    own bit order and decisions), on the same results; and the marks' PSNR.
 2. False detections: every unmarked photo, every unmarked swap result and every frame of
    the test clips (``make_face_clip``, 2 s at 30 fps, 640x360): any payload read is a false
-   detection; one naming this installation would be a false "made here".
+   detection (a MAC that verifies; for the baseline, a CRC that passes, and one naming the
+   installation).
 3. Cost per 1080p image job: its engine work (decode, swap, encode) unmarked (baseline) vs
    marked (+ watermark + C2PA signature), alternated in one run.
 4. Cost per video: a 720p clip through ``Pipeline.run_video`` with and without the
@@ -19,7 +22,7 @@
 The machine is shared: the load average is printed; compare ratios within one run.
 
     .venv/bin/python benchmarks/provenance_bench.py [--clips 3] [--video-seconds 4]
-        [--only survival,false,image,video]
+        [--only survival,false,image,video] [--no-packages]
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ PHOTOS = sorted(p for p in FACES.glob("*") if p.suffix in {".jpg", ".png"})
 SOURCE = FACES / "man_frontal_glasses.jpg"
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 INSTALLATION = 0xFACE
+KEY = bytes(range(32))  # the watermark key of the benchmark's installation
 SWAP = PipelineSpec.model_validate({"processors": ["face_swapper"]})
 ENGINE = engine_runtime()
 
@@ -110,7 +114,51 @@ def swap_results() -> list[Frame]:
 
 
 def read_ours(frame: Frame) -> Payload | None:
-    return decode_any(watermark_scores(view, LENGTH) for view in candidate_views(frame))
+    return decode_any((watermark_scores(view, LENGTH) for view in candidate_views(frame)), KEY)
+
+
+class LegacyPayload:
+    """The payload before the MAC (the baseline): installation id (16) + serial (24) +
+    CRC-24/OpenPGP (24), Chase-decoded over the 10 least certain bits, as it shipped."""
+
+    @staticmethod
+    def crc24(data: bytes) -> int:
+        crc = 0xB704CE
+        for byte in data:
+            crc ^= byte << 16
+            for _ in range(8):
+                crc <<= 1
+                if crc & 0x1000000:
+                    crc ^= 0x864CFB
+        return crc & 0xFFFFFF
+
+    @classmethod
+    def encode(cls, installation: int, serial: int) -> npt.NDArray[np.uint8]:
+        body = (installation << 24) | serial
+        word = (body << 24) | cls.crc24(body.to_bytes(5, "big"))
+        return np.array([(word >> (63 - i)) & 1 for i in range(64)], dtype=np.uint8)
+
+    @classmethod
+    def decode(cls, scores: npt.NDArray[np.float64]) -> tuple[int, int] | None:
+        word = int("".join(str(int(b)) for b in (scores > 0.5)), 2)
+        doubt = np.argsort(np.abs(scores - 0.5), kind="stable")[:10]
+        for mask in sorted(range(1 << 10), key=lambda m: (bin(m).count("1"), m)):
+            trial = word
+            for position, index in enumerate(doubt):
+                if mask >> position & 1:
+                    trial ^= 1 << (63 - int(index))
+            body = trial >> 24
+            if cls.crc24(body.to_bytes(5, "big")) == trial & 0xFFFFFF:
+                return body >> 24, body & 0xFFFFFF
+        return None
+
+    @classmethod
+    def read(cls, frame: Frame) -> tuple[int, int] | None:
+        for view in candidate_views(frame):
+            found = cls.decode(watermark_scores(view, LENGTH))
+            if found is not None:
+                return found
+        return None
 
 
 class PackageMethod:
@@ -154,27 +202,32 @@ class BlindWatermark:
         return bool(np.array_equal(np.asarray(soft) >= 0.5, bits.astype(bool)))
 
 
-def survival(results: list[Frame]) -> None:
+def survival(results: list[Frame], with_packages: bool = True) -> None:
     names = list(TRANSFORMS)
     ours = dict.fromkeys(names, 0)
-    psnr, embed_ms = [], []
-    packages: list[PackageMethod | BlindWatermark] = [
-        PackageMethod("dwtDct"),
-        PackageMethod("dwtDctSvd"),
-        BlindWatermark(),
-    ]
+    legacy = dict.fromkeys(names, 0)
+    psnr, embed_ms, legacy_psnr = [], [], []
+    packages: list[PackageMethod | BlindWatermark] = (
+        [PackageMethod("dwtDct"), PackageMethod("dwtDctSvd"), BlindWatermark()]
+        if with_packages
+        else []
+    )
     theirs = {p.name: dict.fromkeys(names, 0) for p in packages}
     their_psnr: dict[str, list[float]] = {p.name: [] for p in packages}
     their_ms: dict[str, list[float]] = {p.name: [] for p in packages}
     for serial, result in enumerate(results, start=1):
-        bits = encode_payload(INSTALLATION, serial)
+        bits = encode_payload(KEY, serial)
         start = time.perf_counter()
         marked = embed_watermark(result, bits)
         embed_ms.append((time.perf_counter() - start) * 1000)
         psnr.append(cv2.PSNR(result, marked))
         saved = jpeg(marked, 95)
+        old = embed_watermark(result, LegacyPayload.encode(INSTALLATION, serial))
+        legacy_psnr.append(cv2.PSNR(result, old))
+        old_saved = jpeg(old, 95)
         for name, transform in TRANSFORMS.items():
-            ours[name] += read_ours(transform(saved)) == Payload(INSTALLATION, serial)
+            ours[name] += read_ours(transform(saved)) == Payload(serial)
+            legacy[name] += LegacyPayload.read(transform(old_saved)) == (INSTALLATION, serial)
         for package in packages:
             start = time.perf_counter()
             their = package.embed(result, bits)
@@ -192,7 +245,8 @@ def survival(results: list[Frame]) -> None:
         cells = "".join(f"{f'{hits[n]}/{count} {hits[n] / count:.0%}':>17}" for n in names)
         print(f"{label:22}{cells}{statistics.mean(db):>10.1f}{statistics.median(ms):>10.0f}")
 
-    row("facegate (canonical)", ours, psnr, embed_ms)
+    row("facegate (serial+MAC)", ours, psnr, embed_ms)
+    row("before: id+serial+CRC", legacy, legacy_psnr, embed_ms)
     for package in packages:
         name = package.name
         row(f"package {name}", theirs[name], their_psnr[name], their_ms[name])
@@ -211,12 +265,15 @@ def false_detections(results: list[Frame], folder: Path, clips: int) -> None:
         clip.unlink()
     found = [read_ours(frame) for frame in frames]
     anything = sum(p is not None for p in found)
-    ours = sum(p is not None and p.installation_id == INSTALLATION for p in found)
+    before = [LegacyPayload.read(frame) for frame in frames]
+    crc = sum(p is not None for p in before)
+    named = sum(p is not None and p[0] == INSTALLATION for p in before)
     print(
-        f"\nfalse detections on unmarked pictures: {anything} of {len(frames)} "
-        f"({len(PHOTOS)} photos, {len(results)} swap results, "
+        f"\nfalse detections on unmarked pictures: {anything} of {len(frames)} with a MAC "
+        f"that verifies ({len(PHOTOS)} photos, {len(results)} swap results, "
         f"{len(frames) - len(PHOTOS) - len(results)} frames of {clips} test clips); "
-        f"naming this installation: {ours}  [{load_average()}]"
+        f"before (CRC-24): {crc} passing the CRC, {named} naming the installation "
+        f"[{load_average()}]"
     )
 
 
@@ -229,7 +286,7 @@ def image_cost(folder: Path, runs: int) -> None:
     source_bytes = SOURCE.read_bytes()
     limits = ImageLimits()
     pipeline = ENGINE.pipeline(SWAP)
-    bits = encode_payload(INSTALLATION, 1)
+    bits = encode_payload(KEY, 1)
     definition = manifest_definition("urn:facegate:face:bench", ["face_swapper"])
 
     def job(marked: bool) -> bytes:
@@ -282,7 +339,7 @@ def video_cost(folder: Path, seconds: float) -> None:
     clip = folder / "clip.mp4"
     make_face_clip(clip, TARGET, ClipSpec(seconds=seconds, width=1280, height=720, audio=False))
     source = read_frame(SOURCE)
-    bits = encode_payload(INSTALLATION, 7)
+    bits = encode_payload(KEY, 7)
     timings: dict[str, float] = {}
     for label, finish in (("plain", None), ("marked", VideoWatermark(bits)), ("plain2", None)):
         dst = folder / f"{label}.mp4"
@@ -318,8 +375,8 @@ def video_cost(folder: Path, seconds: float) -> None:
         with av.open(str(copy)) as container:
             frames = sum(1 for _ in container.decode(video=0))
             fps = float(container.streams.video[0].average_rate or 30)
-        found = read_video_watermark(copy, frames, fps)
-        ok = found.payload == Payload(INSTALLATION, 7)
+        found = read_video_watermark(copy, frames, fps, KEY)
+        ok = found.payload == Payload(7)
         print(
             f"  re-encoded, {label} ({bitrate // 1000} kb/s, {frames} frames): "
             f"payload {'recovered' if ok else 'NOT recovered'} from {found.frames_read} frames"
@@ -334,6 +391,9 @@ def main() -> None:
     parser.add_argument(
         "--only", default="survival,false,image,video", help="parts to run (comma-separated)"
     )
+    parser.add_argument(
+        "--no-packages", action="store_true", help="1. without the packages' methods"
+    )
     args = parser.parse_args()
     print(like_a_facegate_process(), f"[{load_average()}]")
     with tempfile.TemporaryDirectory(prefix="facegate-provenance-") as scratch:
@@ -342,7 +402,7 @@ def main() -> None:
         if parts & {"survival", "false"}:
             results = swap_results()
             if "survival" in parts:
-                survival(results)
+                survival(results, with_packages=not args.no_packages)
             if "false" in parts:
                 false_detections(results, folder, args.clips)
         if "image" in parts:

@@ -181,6 +181,13 @@ class Settings(BaseSettings):
     # 503 / 429 at once (library/analysis.py).
     face_analysis_slots: int = Field(default=2, ge=1, le=256)
     face_analysis_per_tenant: int = Field(default=1, ge=1, le=256)
+    # POST /v1/reports (facegate.provenance.reports): one case per reporter and subject (the
+    # job, or the file) per window, however often it is sent; new cases a reporter (a client
+    # address, its IPv6 /64, or a credential) may open per hour; cases one subject collects
+    # from distinct reporters per window before further reports join the latest.
+    report_window_seconds: int = Field(default=86400, ge=60)
+    reports_per_hour: int = Field(default=10, ge=1)
+    reports_per_subject: int = Field(default=20, ge=1)
 
     # A batch's whole upload (POST /v1/batches: up to 100 targets; each file is still held
     # to the tenant's max_input_bytes).

@@ -14,9 +14,10 @@ from tests.testdata import FACES
 from facegate.cli import main
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.engine.watermark import embed_watermark
-from facegate.provenance.keys import CA_FILE, load_keys
+from facegate.provenance.keys import CA_FILE, MARK_KEY_FILE, load_keys
 from facegate.provenance.manifest import manifest_definition, sign_bytes
 from facegate.provenance.marker import JobMark, ResultMarker
+from facegate.provenance.payload import WATERMARK
 from facegate.provenance.repository import MarkRepository
 
 
@@ -40,7 +41,8 @@ def marked_file(folder: Path, job_id: uuid.UUID) -> Path:
     engine = create_engine_from_url(f"sqlite:///{folder}/facegate.db")
     with session_scope(create_session_factory(engine)) as session:
         row = MarkRepository(session).issue("studio", job_id)
-        mark = JobMark(ResultMarker(keys).installation_id, row.serial, row.reference)
+        installation = ResultMarker(keys).installation_id
+        mark = JobMark(installation, row.serial, row.reference, keys.mac_key(WATERMARK))
     engine.dispose()
     frame = embed_watermark(cv2.imread(str(FACES / "man_frontal_glasses.jpg")), mark.bits)
     data = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
@@ -78,6 +80,17 @@ def test_init_rotate_and_verify(env: Path) -> None:
     assert (env / "keys" / CA_FILE).read_bytes() == ca
     code, output = run("verify", path)
     assert code == 0, output
+    assert sorted(json.loads(output)["job"]["traced_by"]) == ["manifest", "watermark"]
+
+    # An identity made before mark.key existed: rotate writes the same key (derived from
+    # the CA), so the watermarks issued before still verify.
+    mark_key = env / "keys" / MARK_KEY_FILE
+    issued = mark_key.read_bytes()
+    mark_key.unlink()
+    code, output = run("provenance", "rotate")
+    assert code == 0, output
+    assert mark_key.read_bytes() == issued
+    assert mark_key.stat().st_mode & 0o077 == 0
 
     code, output = run("verify", FACES / "woman_astronaut_frontal.jpg")
     assert code == 1

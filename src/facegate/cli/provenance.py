@@ -17,6 +17,7 @@ from facegate.provenance.keys import (
     CA_FILE,
     CHAIN_FILE,
     KEY_FILE,
+    MARK_KEY_FILE,
     create_keys,
     load_keys,
     rotate_signer,
@@ -48,7 +49,9 @@ def init(directory: Path | None, organisation: str, database_url: str | None) ->
     except FileExistsError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"signing identity written to {target}")
-    click.echo(f"  {KEY_FILE} (secret), {CHAIN_FILE}, {CA_FILE}, ca.key (secret)")
+    click.echo(
+        f"  {KEY_FILE} (secret), {CHAIN_FILE}, {CA_FILE}, {MARK_KEY_FILE} (secret), ca.key (secret)"
+    )
     click.echo(f"  installation id: {keys.installation_id:04x}")
 
 
@@ -67,7 +70,7 @@ def rotate(directory: Path | None, database_url: str | None) -> None:
     except ProvenanceUnavailable as exc:
         raise click.ClickException(exc.detail) from None
     click.echo(f"new signing certificate in {target / CHAIN_FILE}")
-    click.echo(f"  installation id unchanged: {keys.installation_id:04x}")
+    click.echo(f"  installation id and {MARK_KEY_FILE} unchanged: {keys.installation_id:04x}")
 
 
 @click.command("verify")

@@ -40,7 +40,7 @@ CONTAINER_SECURITY: Manifest = {
 
 
 PROVENANCE_DIR = "/etc/facegate/provenance"
-PROVENANCE_FILES = ("signer.key", "signer.pem", "ca.pem")
+PROVENANCE_FILES = ("signer.key", "signer.pem", "ca.pem", "mark.key")
 
 
 def _probe(path: str) -> Manifest:

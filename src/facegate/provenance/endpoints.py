@@ -26,8 +26,9 @@ from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys, load_keys
 from facegate.provenance.limits import InspectLimits, authenticated_limits, public_limits
 from facegate.provenance.marker import SIDECAR_NAME
+from facegate.provenance.reports import ReportLimits, report_file
 from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
-from facegate.provenance.verify import report_file, verify_file
+from facegate.provenance.verify import verify_file
 from facegate.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["provenance"], responses=PROBLEM_RESPONSES)
@@ -69,8 +70,8 @@ async def verify(
         File(description="A WebM result's C2PA sidecar (GET /v1/jobs/{id}/manifest)"),
     ] = None,
 ) -> VerifyOut:
-    """Whether this installation made the file (C2PA manifest and watermark) and when; the
-    job and tenant only to that tenant's keys and admins. The upload is not stored. Without
+    """Whether this installation made the file (C2PA manifest and watermark); when, and the
+    job and tenant, only to that tenant's keys and admins. The upload is not stored. Without
     credentials the upload and the video it may be are held to small public limits."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
@@ -104,11 +105,19 @@ async def report(
 ) -> ReportOut:
     """Report a file (public): an image or a video, under the same limits as
     ``POST /v1/verify``. Traced like a verification, recorded on the audit trail for the
-    admins and, when it traces to a job, for the owning tenant with that job. The reporter
-    learns only whether this installation made it; the upload is not stored."""
+    admins and, when it traces to a job, for the owning tenant with that job: once per
+    reporter, subject and window, at most ``reports_per_hour`` cases a reporter (429 past
+    it). The reporter learns only whether this installation made it; the upload is not
+    stored."""
     settings = get_state(request).settings
     keys = installation_keys(settings.provenance_path)
     limits = inspect_limits(settings, principal)
+    cases = ReportLimits(
+        window_seconds=settings.report_window_seconds,
+        per_hour=settings.reports_per_hour,
+        per_subject=settings.reports_per_subject,
+    )
+    client_ip = str(getattr(request.state, "client_ip", "unknown"))
 
     def work() -> ReportOut:
         data = read_upload(file, limits.max_bytes)
@@ -118,8 +127,10 @@ async def report(
             data,
             ReportIn(message=message, contact=contact),
             principal,
+            client_ip,
             max_bytes=limits.max_bytes,
-            limits=limits,
+            limits=cases,
+            inspect=limits,
         )
 
     return await run_inspection(request, principal, work)

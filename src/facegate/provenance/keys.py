@@ -2,21 +2,29 @@
 signing key, as PEM files in one folder (``FACEGATE_PROVENANCE_DIR``; in Kubernetes a Secret
 mounted there). ``facegate provenance init`` makes them for an installation without its own.
 
-The installation id carried by every watermark is derived from the CA certificate, so every
-worker of one installation marks with the same id, and rotating the signing certificate under
+The installation id (in the manifest's job reference) is derived from the CA certificate, so
+every worker of one installation names the same id, and rotating the signing certificate under
 the same CA keeps it (docs/provenance.md, key rotation).
+
+The watermark carries no public id: its payload is authenticated by a MAC under the mark key
+(``mark.key``), a secret derived from the CA's private key with HKDF, so only this
+installation can make a mark that verifies. It is derived, not drawn: ``rotate`` (and an
+operator who lost the file, from ``ca.key``) writes the same key again, so the marks issued
+before a rotation still verify.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import hmac
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from facegate.provenance.errors import ProvenanceUnavailable
@@ -25,8 +33,8 @@ KEY_FILE = "signer.key"  # the signing key (PKCS#8 PEM)
 CHAIN_FILE = "signer.pem"  # the signing certificate, then the CA certificate
 CA_FILE = "ca.pem"  # the trust anchor verification checks against
 CA_KEY_FILE = "ca.key"  # kept only to issue the next signing certificate (key rotation)
-#: bits of the installation id in the watermark payload (facegate.provenance.payload)
-INSTALLATION_BITS = 16
+MARK_KEY_FILE = "mark.key"  # the watermark MAC's secret (derived from ca.key; hex)
+_MARK_KEY_INFO = b"facegate watermark mark key v1"
 
 
 @dataclass(frozen=True)
@@ -36,10 +44,16 @@ class InstallationKeys:
     key_pem: bytes
     chain_pem: bytes
     ca_pem: bytes
+    mark_key: bytes  # 32 bytes: the root of the installation's MAC keys (see ``mac_key``)
 
     @property
     def installation_id(self) -> int:
         return installation_id_of(self.ca_pem)
+
+    def mac_key(self, purpose: str) -> bytes:
+        """A key for one use of the mark key (``"watermark"``, ``"reporter"``): one secret,
+        one key per purpose, so a MAC made for one use never verifies as another."""
+        return hmac.digest(self.mark_key, f"facegate {purpose}".encode(), "sha256")
 
 
 def installation_id_of(ca_pem: bytes) -> int:
@@ -55,6 +69,7 @@ def load_keys(directory: Path) -> InstallationKeys:
             key_pem=(directory / KEY_FILE).read_bytes(),
             chain_pem=(directory / CHAIN_FILE).read_bytes(),
             ca_pem=(directory / CA_FILE).read_bytes(),
+            mark_key=_read_mark_key(directory),
         )
         serialization.load_pem_private_key(keys.key_pem, password=None)
         x509.load_pem_x509_certificates(keys.chain_pem)
@@ -69,6 +84,47 @@ def load_keys(directory: Path) -> InstallationKeys:
             f"the signing key in {directory} is unreadable: {exc}"
         ) from None
     return keys
+
+
+def derive_mark_key(ca_key: ec.EllipticCurvePrivateKey) -> bytes:
+    """The mark key of the CA ``ca_key``: HKDF-SHA256 of its private scalar (always the same
+    for one CA, unrelated to the signing key that rotation replaces)."""
+    scalar = ca_key.private_numbers().private_value.to_bytes(32, "big")
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_MARK_KEY_INFO).derive(scalar)
+
+
+def _load_ca_key(directory: Path) -> ec.EllipticCurvePrivateKey:
+    ca_key = serialization.load_pem_private_key(
+        (directory / CA_KEY_FILE).read_bytes(), password=None
+    )
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ProvenanceUnavailable("the CA key is not an EC key")
+    return ca_key
+
+
+def _read_mark_key(directory: Path) -> bytes:
+    """``mark.key``; without it (an installation made before marks had a MAC) derived from
+    ``ca.key`` when that is here (the embedded shape). A cluster's Secret must carry it."""
+    path = directory / MARK_KEY_FILE
+    if path.is_file():
+        key = bytes.fromhex(path.read_text().strip())
+        if len(key) != 32:
+            raise ValueError(f"{MARK_KEY_FILE} does not hold 32 bytes")
+        return key
+    if (directory / CA_KEY_FILE).is_file():
+        return derive_mark_key(_load_ca_key(directory))
+    raise ProvenanceUnavailable(
+        f"no {MARK_KEY_FILE} in {directory} (the watermark's MAC key): run "
+        f"`facegate provenance rotate` where {CA_KEY_FILE} is, and add {MARK_KEY_FILE} to the "
+        "installation's provenance Secret"
+    )
+
+
+def write_mark_key(directory: Path, ca_key: ec.EllipticCurvePrivateKey) -> None:
+    """``mark.key`` of the CA, written owner-only when missing (the same key when present)."""
+    path = directory / MARK_KEY_FILE
+    if not path.is_file():
+        _write_secret(path, derive_mark_key(ca_key).hex().encode() + b"\n")
 
 
 def keys_exist(directory: Path) -> bool:
@@ -168,6 +224,7 @@ def create_keys(
     )
     key_pem, chain_pem = issue_signer(ca_cert, ca_key, organisation, days)
     _write_secret(directory / CA_KEY_FILE, _key_pem(ca_key))
+    write_mark_key(directory, ca_key)
     _write_secret(directory / KEY_FILE, key_pem)
     (directory / CHAIN_FILE).write_bytes(chain_pem)
     (directory / CA_FILE).write_bytes(_pem(ca_cert))
@@ -175,19 +232,17 @@ def create_keys(
 
 
 def rotate_signer(directory: Path, *, days: int = 825) -> InstallationKeys:
-    """A new signing key and certificate under the same CA (the installation id, which
-    derives from the CA, stays; files signed before still verify against the CA)."""
+    """A new signing key and certificate under the same CA (the installation id and the
+    mark key, which derive from the CA, stay; files signed and marked before still verify).
+    Writes ``mark.key`` when missing (an installation made before it existed)."""
     try:
         ca_cert = x509.load_pem_x509_certificate((directory / CA_FILE).read_bytes())
-        ca_key = serialization.load_pem_private_key(
-            (directory / CA_KEY_FILE).read_bytes(), password=None
-        )
+        ca_key = _load_ca_key(directory)
     except FileNotFoundError as exc:
         raise ProvenanceUnavailable(
             f"{Path(exc.filename or '').name} is missing in {directory}: rotation needs the CA"
         ) from None
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ProvenanceUnavailable("the CA key is not an EC key")
+    write_mark_key(directory, ca_key)
     organisation = ca_cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value
     key_pem, chain_pem = issue_signer(ca_cert, ca_key, str(organisation), days)
     (directory / KEY_FILE).unlink(missing_ok=True)

@@ -28,7 +28,7 @@ from facegate.provenance.manifest import (
     sign_file,
     sign_sidecar,
 )
-from facegate.provenance.payload import encode_payload
+from facegate.provenance.payload import WATERMARK, encode_payload
 from facegate.provenance.repository import MarkRepository
 
 if TYPE_CHECKING:
@@ -55,15 +55,17 @@ SIDECAR_NAME = "manifest.c2pa"
 
 @dataclass(frozen=True)
 class JobMark:
-    """What marks one job's result: the watermark payload and the manifest's reference."""
+    """What marks one job's result: the watermark payload (its serial and the key its MAC
+    is made with) and the manifest's reference."""
 
     installation_id: int
     serial: int
     reference: str
+    watermark_key: bytes = dataclasses.field(repr=False)
 
     @cached_property
     def bits(self) -> npt.NDArray[np.uint8]:
-        return encode_payload(self.installation_id, self.serial)
+        return encode_payload(self.watermark_key, self.serial)
 
     @property
     def urn(self) -> str:
@@ -79,7 +81,9 @@ class ResultMarker:
 
     def issue(self, session: Session, job: Job) -> JobMark:
         row = MarkRepository(session).issue(job.tenant_id, job.id)
-        return JobMark(self.installation_id, row.serial, row.reference)
+        return JobMark(
+            self.installation_id, row.serial, row.reference, self.keys.mac_key(WATERMARK)
+        )
 
     def sign(
         self,

@@ -1,55 +1,53 @@
-"""The 64 bits a watermark carries: installation id (16) + job serial (24) + CRC-24 (24).
+"""The 64 bits a watermark carries: a random job serial (24) + a keyed MAC of it (40).
+
+The MAC is HMAC-SHA256 under the installation's watermark key (``InstallationKeys.mac_key``),
+truncated to 40 bits: without the key no payload verifies, so a mark cannot be forged from
+the method (open source) or from marks read off other pictures, and the serial is drawn at
+random (``MarkRepository.issue``), so a serial says nothing about how many jobs ran or when.
+The payload names no installation: one whose MAC verifies under this installation's key was
+made by it; any other reading, another installation's mark included, is no mark.
 
 Reading is soft: each bit comes with the share of blocks that voted for it, and when the
-bits as read fail the check, the ``CHASE_BITS`` least certain ones are flipped in every
+bits as read fail the MAC, the ``CHASE_BITS`` least certain ones are flipped in every
 combination (Chase decoding) until one passes. A random picture passes for one combination
-with probability 2^-24, so with 2^10 combinations over six views a false find is ~4e-4 per
-unmarked picture, and ~6e-9 for one that also names this installation.
+with probability 2^-40, so with 2^10 combinations over six views a false find is ~6e-9 per
+unmarked picture: what the old payload's CRC-24 and 16-bit installation id gave for "names
+this installation" (a find on top must name a serial that was issued).
 """
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from facegate.provenance.keys import INSTALLATION_BITS
-
 SERIAL_BITS = 24
-CHECK_BITS = 24
-LENGTH = INSTALLATION_BITS + SERIAL_BITS + CHECK_BITS
+MAC_BITS = 40
+LENGTH = SERIAL_BITS + MAC_BITS
 CHASE_BITS = 10
-_CRC24_POLY = 0x864CFB  # CRC-24/OpenPGP
-_CRC24_INIT = 0xB704CE
+WATERMARK = "watermark"  # the purpose of the mark key the MAC is made under (mac_key)
+_MAC_MASK = (1 << MAC_BITS) - 1
 
 
 @dataclass(frozen=True)
 class Payload:
-    installation_id: int
     serial: int
 
 
-def crc24(data: bytes) -> int:
-    crc = _CRC24_INIT
-    for byte in data:
-        crc ^= byte << 16
-        for _ in range(8):
-            crc <<= 1
-            if crc & 0x1000000:
-                crc ^= _CRC24_POLY
-    return crc & 0xFFFFFF
+def payload_mac(key: bytes, serial: int) -> int:
+    """The 40-bit tag of ``serial`` under the watermark key."""
+    digest = hmac.digest(key, serial.to_bytes(SERIAL_BITS // 8, "big"), "sha256")
+    return int.from_bytes(digest[: MAC_BITS // 8], "big")
 
 
-def _body(installation_id: int, serial: int) -> int:
-    return (installation_id << SERIAL_BITS) | serial
-
-
-def encode_payload(installation_id: int, serial: int) -> npt.NDArray[np.uint8]:
-    """The bits to embed (most significant first). ``serial`` wraps at 2^24."""
-    body = _body(installation_id % (1 << INSTALLATION_BITS), serial % (1 << SERIAL_BITS))
-    word = (body << CHECK_BITS) | crc24(body.to_bytes(5, "big"))
+def encode_payload(key: bytes, serial: int) -> npt.NDArray[np.uint8]:
+    """The bits to embed (most significant first): ``serial`` (below 2^24), then its tag."""
+    if not 0 <= serial < 1 << SERIAL_BITS:
+        raise ValueError(f"a serial is {SERIAL_BITS} bits")
+    word = (serial << MAC_BITS) | payload_mac(key, serial)
     return np.array([(word >> (LENGTH - 1 - i)) & 1 for i in range(LENGTH)], dtype=np.uint8)
 
 
@@ -57,46 +55,36 @@ def _word(bits: npt.NDArray[np.uint8]) -> int:
     return int("".join(str(int(b)) for b in bits), 2)
 
 
-def _syndrome(word: int) -> int:
-    """0 exactly when the check bits match the body."""
-    body, check = word >> CHECK_BITS, word & ((1 << CHECK_BITS) - 1)
-    return crc24(body.to_bytes(5, "big")) ^ check
-
-
-# The CRC is affine over GF(2): flipping bit i changes the syndrome by a fixed pattern, so
-# every Chase trial's syndrome is the read word's XORed with its flips' patterns.
-_FLIP = np.array(
-    [_syndrome(1 << (LENGTH - 1 - i)) ^ _syndrome(0) for i in range(LENGTH)], dtype=np.int64
-)
 # Trials by number of flips: fewest first (the likeliest correction).
-_TRIALS = np.array(
-    sorted(range(1 << CHASE_BITS), key=lambda mask: (bin(mask).count("1"), mask)), dtype=np.int64
-)
+_TRIALS = sorted(range(1 << CHASE_BITS), key=lambda mask: (bin(mask).count("1"), mask))
 
 
-def decode_scores(scores: npt.NDArray[np.float64]) -> Payload | None:
-    """The payload whose check passes nearest to the soft bits read, or None."""
-    bits = (scores > 0.5).astype(np.uint8)
-    word = _word(bits)
-    doubt = np.argsort(np.abs(scores - 0.5), kind="stable")[:CHASE_BITS]
-    table = np.zeros(len(_TRIALS), dtype=np.int64)
-    for position, index in enumerate(doubt):
-        table ^= np.where(_TRIALS >> position & 1, _FLIP[index], 0)
-    hits = np.flatnonzero(table == _syndrome(word))
-    if hits.size == 0:
-        return None
-    mask = int(_TRIALS[hits[0]])
-    for position, index in enumerate(doubt):
-        if mask >> position & 1:
-            word ^= 1 << (LENGTH - 1 - int(index))
-    body = word >> CHECK_BITS
-    return Payload(installation_id=body >> SERIAL_BITS, serial=body & ((1 << SERIAL_BITS) - 1))
+def decode_scores(scores: npt.NDArray[np.float64], key: bytes) -> Payload | None:
+    """The payload whose MAC verifies nearest to the soft bits read, or None."""
+    word = _word((scores > 0.5).astype(np.uint8))
+    doubt = [int(i) for i in np.argsort(np.abs(scores - 0.5), kind="stable")[:CHASE_BITS]]
+    # flipped[mask]: the XOR of the flips ``mask`` selects (built from the mask less its
+    # lowest bit, so each of the 1024 costs one XOR)
+    flipped = [0] * (1 << CHASE_BITS)
+    for mask in range(1, 1 << CHASE_BITS):
+        lowest = mask & -mask
+        flipped[mask] = flipped[mask ^ lowest] ^ (
+            1 << (LENGTH - 1 - doubt[lowest.bit_length() - 1])
+        )
+    for mask in _TRIALS:
+        trial = word ^ flipped[mask]
+        serial = trial >> MAC_BITS
+        if hmac.compare_digest(
+            (trial & _MAC_MASK).to_bytes(5, "big"), payload_mac(key, serial).to_bytes(5, "big")
+        ):
+            return Payload(serial=serial)
+    return None
 
 
-def decode_any(views: Iterable[npt.NDArray[np.float64]]) -> Payload | None:
+def decode_any(views: Iterable[npt.NDArray[np.float64]], key: bytes) -> Payload | None:
     """The first view (soft bits of one candidate reading) that decodes."""
     for scores in views:
-        found = decode_scores(scores)
+        found = decode_scores(scores, key)
         if found is not None:
             return found
     return None

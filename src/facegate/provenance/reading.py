@@ -26,6 +26,7 @@ ManifestState = Literal["absent", "valid", "tampered"]
 VIDEO_SAMPLE_FRAMES = 24  # frames read from a video (spread over its first minute)
 VIDEO_SAMPLE_SECONDS = 60.0
 _KEEP_SIDE = 640
+REMOTE_NOT_FETCHED = "facegate.manifest.remote.not_fetched"
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,13 @@ class ManifestFinding:
 
 def _context(keys: InstallationKeys) -> c2pa.Context:
     # This installation's CA is the trust anchor: "Trusted" means signed by this installation.
+    # Never fetch a remote manifest: a public upload's XMP (dcterms:provenance) names the URL,
+    # and c2pa fetches it by default, so anyone could make the service GET any address.
     return c2pa.Context.from_dict(
-        {"trust": {"trust_anchors": keys.ca_pem.decode()}, "verify": {"verify_trust": True}}
+        {
+            "trust": {"trust_anchors": keys.ca_pem.decode()},
+            "verify": {"verify_trust": True, "remote_manifest_fetch": False},
+        }
     )
 
 
@@ -111,26 +117,32 @@ def read_manifest(
             with reader:
                 return _finding(reader)
     except c2pa.C2paError as exc:
+        if str(exc).startswith("Remote"):
+            # No manifest in the file, only an address of one (never fetched: see _context).
+            return ManifestFinding(state="absent", failures=[REMOTE_NOT_FETCHED])
         # A manifest store is there but cannot be parsed or checked: it was damaged.
         return ManifestFinding(state="tampered", failures=[type(exc).__name__.lstrip("_")])
 
 
 @dataclass(frozen=True)
 class WatermarkFinding:
+    """``found``: a payload whose MAC verifies under this installation's watermark key."""
+
     found: bool
     payload: Payload | None = None
     frames_read: int = 0
 
 
-def read_image_watermark(frame: Frame) -> WatermarkFinding:
+def read_image_watermark(frame: Frame, key: bytes) -> WatermarkFinding:
+    """``key``: the watermark key (``InstallationKeys.mac_key("watermark")``)."""
     if not markable(frame):
         return WatermarkFinding(found=False, frames_read=1)
-    payload = decode_any(watermark_scores(view, LENGTH) for view in candidate_views(frame))
+    payload = decode_any((watermark_scores(view, LENGTH) for view in candidate_views(frame)), key)
     return WatermarkFinding(found=payload is not None, payload=payload, frames_read=1)
 
 
 def read_video_watermark(
-    path: Path, frames_total: int, fps: float, *, decode_frames: int = 1800
+    path: Path, frames_total: int, fps: float, key: bytes, *, decode_frames: int = 1800
 ) -> WatermarkFinding:
     """Soft bits averaged over frames sampled from the first minute: every frame carries
     the same payload, so the average reads through what re-encoding did to single frames.
@@ -145,7 +157,7 @@ def read_video_watermark(
         np.mean([watermark_scores(view, LENGTH) for view in views], axis=0)
         for views in zip(*views_of, strict=True)
     )
-    payload = decode_any(averaged)
+    payload = decode_any(averaged, key)
     return WatermarkFinding(found=payload is not None, payload=payload, frames_read=len(sampled))
 
 

@@ -21,7 +21,10 @@ class ManifestOut(BaseModel):
 
 
 class WatermarkOut(BaseModel):
-    found: bool = Field(description="a payload whose check bits pass was read from the pixels")
+    found: bool = Field(
+        description="a payload whose MAC verifies under this installation's key was read from "
+        "the pixels (no other installation's mark can be told from no mark)"
+    )
     by_this_installation: bool
     frames_read: int
 
@@ -39,7 +42,10 @@ class VerifyOut(BaseModel):
     manifest: ManifestOut
     watermark: WatermarkOut
     made_by_this_installation: bool
-    made_at: datetime | None = Field(default=None, description="when the job's mark was issued")
+    made_at: datetime | None = Field(
+        default=None,
+        description="when the job's mark was issued: only to the owning tenant and admins",
+    )
     job: JobTrace | None = None
 
 
@@ -51,5 +57,7 @@ class ReportIn(BaseModel):
 
 
 class ReportOut(BaseModel):
-    report_id: int = Field(description="the report's number on the audit trail")
+    report_id: str = Field(
+        description="the report's case (opaque; the same report again answers the same case)"
+    )
     made_by_this_installation: bool

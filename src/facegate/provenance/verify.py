@@ -1,9 +1,13 @@
 """Verification of one file: its manifest and its watermark read back, looked up in this
 installation's marks, and disclosed according to who asks.
 
-Anyone learns whether this installation made the file and when; the job and tenant are
-shown only to that tenant (or an admin). A trace to a job is audited under the owning
-tenant, so it sees in its audit log that one of its results was checked. The upload is
+Anyone learns whether this installation made the file, and the manifest's state; when and
+by which job (``made_at``, ``job``) only that tenant (or an admin) does: the public answer
+carries nothing that dates or identifies another tenant's job. "Made here" needs a manifest
+signed by this installation and bound to these bytes (c2pa's hash binding), or a watermark
+whose MAC verifies under this installation's key, naming a mark it issued. A trace to a job
+is audited under the owning tenant, so it sees in its audit log that one of its results was
+checked. The upload is
 never stored: a video goes to a private temporary file that is deleted before returning.
 """
 
@@ -24,6 +28,7 @@ from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys
 from facegate.provenance.limits import InspectLimits, authenticated_limits
+from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import (
     ManifestFinding,
     WatermarkFinding,
@@ -32,18 +37,10 @@ from facegate.provenance.reading import (
     read_video_watermark,
 )
 from facegate.provenance.repository import MarkRepository
-from facegate.provenance.schemas import (
-    JobTrace,
-    ManifestOut,
-    ReportIn,
-    ReportOut,
-    VerifyOut,
-    WatermarkOut,
-)
+from facegate.provenance.schemas import JobTrace, ManifestOut, VerifyOut, WatermarkOut
 from facegate.provenance.tables import ProvenanceMark
 
 PROVENANCE_VERIFY = "provenance.verify"
-PROVENANCE_REPORT = "provenance.report"
 _IMAGE_MIME = {"jpeg": "image/jpeg", "png": "image/png", "webp": "image/webp", "tiff": "image/tiff"}
 
 
@@ -68,6 +65,7 @@ def inspect_file(
     """Read both marks under ``limits`` (default: ``max_bytes`` and the engine's limits);
     bad input raises the same typed errors as a job upload."""
     limits = limits or authenticated_limits(max_bytes)
+    key = keys.mac_key(WATERMARK)
     fd, name = tempfile.mkstemp(prefix="facegate-verify-")
     path = Path(name)
     try:
@@ -79,7 +77,7 @@ def inspect_file(
             container = "video/webm" if "webm" in info.container else "video/mp4"
             manifest = read_manifest(keys, path, container, sidecar)
             watermark = read_video_watermark(
-                path, info.frames, float(info.fps), decode_frames=limits.decode_frames
+                path, info.frames, float(info.fps), key, decode_frames=limits.decode_frames
             )
             return "video", manifest, watermark
         image = load_image(data, limits.image)
@@ -89,7 +87,7 @@ def inspect_file(
             if mime is not None
             else ManifestFinding(state="absent")  # BMP: no place for a manifest
         )
-        return "image", manifest, read_image_watermark(image.frame)
+        return "image", manifest, read_image_watermark(image.frame, key)
     finally:
         path.unlink(missing_ok=True)
 
@@ -126,10 +124,8 @@ def trace_file(
         found = marks.by_reference(str(manifest.reference).removeprefix(prefix))
         if found is not None:
             traced["manifest"] = found
-    ours = watermark.payload is not None and watermark.payload.installation_id == (
-        keys.installation_id
-    )
-    if ours and watermark.payload is not None:
+    ours = watermark.payload is not None  # its MAC verified under this installation's key
+    if watermark.payload is not None:
         found = marks.by_serial(watermark.payload.serial)
         if found is not None:
             traced["watermark"] = found
@@ -147,7 +143,6 @@ def trace_file(
             found=watermark.found, by_this_installation=ours, frames_read=watermark.frames_read
         ),
         made_by_this_installation=mark is not None,
-        made_at=mark.created_at if mark is not None else None,
     )
     traced_by = [
         via for via, row in traced.items() if mark is not None and row.serial == mark.serial
@@ -155,7 +150,7 @@ def trace_file(
     return Trace(result=result, mark=mark, traced_by=traced_by)
 
 
-def _actor(principal: Principal | None) -> Principal | str:
+def actor_of(principal: Principal | None) -> Principal | str:
     return principal if principal is not None else "anonymous"
 
 
@@ -175,51 +170,16 @@ def verify_file(
         return result
     disclosed = _may_see(principal, mark)
     if disclosed:
+        result.made_at = mark.created_at
         result.job = JobTrace(
             job_id=mark.job_id, tenant_id=mark.tenant_id, traced_by=found.traced_by
         )
     record_audit(
         session,
-        _actor(principal),
+        actor_of(principal),
         PROVENANCE_VERIFY,
         f"job:{mark.job_id}",
         {"disclosed": disclosed, "traced_by": found.traced_by, "manifest": result.manifest.state},
         tenant_id=mark.tenant_id,
     )
     return result
-
-
-def report_file(
-    session: Session,
-    keys: InstallationKeys,
-    data: bytes,
-    report: ReportIn,
-    principal: Principal | None,
-    *,
-    max_bytes: int,
-    limits: InspectLimits | None = None,
-) -> ReportOut:
-    """A third party's report of a file: traced like a verification, then recorded on the
-    audit trail under the owning tenant (its ``GET /v1/audit`` shows the report with the job,
-    admins see every report). A file this installation did not make is recorded for the
-    admins alone. The reporter learns only whether this installation made it."""
-    found = trace_file(session, keys, data, max_bytes=max_bytes, limits=limits)
-    mark = found.mark
-    details = {
-        "message": report.message,
-        "contact": report.contact,
-        "traced_by": found.traced_by,
-        "manifest": found.result.manifest.state,
-        "watermark": found.result.watermark.found,
-    }
-    event = record_audit(
-        session,
-        _actor(principal),
-        PROVENANCE_REPORT,
-        f"job:{mark.job_id}" if mark is not None else "provenance:untraced",
-        details,
-        tenant_id=mark.tenant_id if mark is not None else None,
-    )
-    return ReportOut(
-        report_id=event.seq, made_by_this_installation=found.result.made_by_this_installation
-    )
