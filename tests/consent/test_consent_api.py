@@ -29,7 +29,7 @@ from facegate.database import session_scope, utcnow
 from facegate.errors import InvalidInput
 from facegate.jobs.policy import allowed_options
 from facegate.jobs.runtime import tenant_store_for
-from facegate.jobs.service import JobService, Submission
+from facegate.jobs.service import JobService, Submission, prepare_job, store_inputs
 from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.reading import read_manifest
@@ -165,7 +165,11 @@ async def test_a_sensitive_job_without_a_source_needs_the_target_persons_consent
                     consent=consent,
                     actor="key:test",
                 )
-                return JobService(session, store).submit(submission, policy).job.consent
+                service = JobService(session, store)
+                assert service.precheck(submission, policy) is None
+                prepared = prepare_job(submission, policy)
+                store_inputs(store, [prepared])
+                return service.submit(prepared, policy).job.consent
 
         with pytest.raises(InvalidInput) as missing:
             submit(None)
