@@ -240,10 +240,12 @@ def test_tenant_sync_applied_the_config_map(deployment: Deployment) -> None:
     assert {"demo", "studio-pro-01", "tenant-a", "tenant-rare"} <= ids
 
 
-def _key(deployment: Deployment, tenant: str) -> str:
-    """`facegate key create` in a container of the api's pod contract."""
+def _key(deployment: Deployment, tenant: str, scopes: str | None = None) -> str:
+    """`facegate key create` (with ``--scopes`` when given) in a container of the api's pod
+    contract."""
     api = deployment.api_pod
-    pod = Pod(api.name + "-key", api.spec, {**api.container, "args": ["key", "create", tenant]})
+    args = ["key", "create", tenant, *(["--scopes", scopes] if scopes else [])]
+    pod = Pod(api.name + "-key", api.spec, {**api.container, "args": args})
     code, logs = deployment.cluster.run_to_completion(pod)
     assert code == 0, logs
     return next(line for line in logs.splitlines() if line.startswith("fg_"))
@@ -308,7 +310,8 @@ def test_a_model_uploaded_to_the_api_container_runs_on_a_worker_container(
     """No volume is shared: the upload goes to the object storage under the tenant's prefix,
     the worker container fetches it into its model cache (an emptyDir) and runs it."""
     test_tenant_sync_applied_the_config_map(deployment)
-    headers = {"Authorization": f"Bearer {_key(deployment, 'demo')}"}
+    key = _key(deployment, "demo", "jobs:write,jobs:read,models:write")
+    headers = {"Authorization": f"Bearer {key}"}
     model = identity_model("input", "output", [1, 3, 512, 512])
     with httpx.Client(base_url=deployment.workloads["api"].url, timeout=30) as client:
         uploaded = client.post(
