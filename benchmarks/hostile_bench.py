@@ -84,7 +84,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def create_keys(url: str) -> dict[str, str]:
+def create_keys(
+    url: str, scopes: tuple[str, ...] = ("jobs:write",), processors: list[str] | None = None
+) -> dict[str, str]:
+    """Tenants acme and globex (``processors`` allowed, when given), a key of each with
+    ``scopes``."""
     migrate(url)
     engine = create_engine_from_url(url)
     with session_scope(create_session_factory(engine)) as session:
@@ -93,8 +97,10 @@ def create_keys(url: str) -> dict[str, str]:
         for tenant in ("acme", "globex"):
             # The bystander's own rate limit is not what is measured.
             policy = PolicySpec(requests_per_minute=1_000_000)
+            if processors is not None:
+                policy = PolicySpec(requests_per_minute=1_000_000, allowed_processors=processors)
             service.create_tenant(TenantSpec(id=tenant, policy=policy))
-            keys[tenant] = service.create_key(tenant, KeyCreate(scopes=["jobs:write"])).token
+            keys[tenant] = service.create_key(tenant, KeyCreate(scopes=list(scopes))).token
     engine.dispose()
     return keys
 
@@ -725,21 +731,6 @@ def allow_loopback() -> str:
     return json.dumps(["127.0.0.1/32:*"])
 
 
-def webhook_keys(url: str) -> dict[str, str]:
-    migrate(url)
-    engine = create_engine_from_url(url)
-    with session_scope(create_session_factory(engine)) as session:
-        service = TenancyService(session)
-        keys = {}
-        for tenant in ("acme", "globex"):
-            policy = PolicySpec(requests_per_minute=1_000_000, allowed_processors=["face_debugger"])
-            service.create_tenant(TenantSpec(id=tenant, policy=policy))
-            scopes = ["jobs:write", "jobs:read", "tenant:admin"]
-            keys[tenant] = service.create_key(tenant, KeyCreate(scopes=scopes)).token
-    engine.dispose()
-    return keys
-
-
 def tiny_jpeg() -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (64, 64), (120, 90, 60)).save(out, "JPEG")
@@ -764,7 +755,11 @@ def webhooks_scenario(samples: int) -> None:
     trickler.start()
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        keys = webhook_keys(f"sqlite:///{tmp}/facegate.db")
+        keys = create_keys(
+            f"sqlite:///{tmp}/facegate.db",
+            ("jobs:write", "jobs:read", "tenant:admin"),
+            ["face_debugger"],
+        )
         port = free_port()
         extra = {
             "FACEGATE_WEBHOOK_ALLOWED_NETWORKS": allow_loopback(),

@@ -146,6 +146,22 @@ async def test_moderation_off_only_by_an_admin(make_client: Any) -> None:
         assert change.actor.startswith("key:")
 
 
+async def run_video_jobs(h: Any, headers: dict[str, str], clips: dict[str, Path]) -> dict[str, Any]:
+    """Each clip as a job's target (face_debugger, the output flagged where a face is
+    found); each job's final body, by name."""
+    results = {}
+    for name, clip in clips.items():
+        response = await h.client.post(
+            "/v1/jobs",
+            headers=headers,
+            files=[("target", ("clip.mp4", clip.read_bytes(), "video/mp4"))],
+            data=options(FLAG_OUTPUT),
+        )
+        assert response.status_code == 202, response.text
+        results[name] = await wait_terminal(h.client, headers, response.json()["id"])
+    return results
+
+
 @pytest.mark.usefixtures("standin")
 async def test_video_checked_by_sampled_frames(make_client: Any, tmp_path: Path) -> None:
     """A flagged frame in the target video refuses it; a flagged output video fails its job."""
@@ -158,16 +174,9 @@ async def test_video_checked_by_sampled_frames(make_client: Any, tmp_path: Path)
     async with make_client(services=[workers_service], workers=1) as h:
         h.create_tenant("video", **DEBUG_TENANT_POLICY)
         headers = h.headers("video")
-        results = {}
-        for name, clip in (("flagged target", flagged_clip), ("flagged output", clean_clip)):
-            response = await h.client.post(
-                "/v1/jobs",
-                headers=headers,
-                files=[("target", ("clip.mp4", clip.read_bytes(), "video/mp4"))],
-                data=options(FLAG_OUTPUT),
-            )
-            assert response.status_code == 202, response.text
-            results[name] = await wait_terminal(h.client, headers, response.json()["id"])
+        results = await run_video_jobs(
+            h, headers, {"flagged target": flagged_clip, "flagged output": clean_clip}
+        )
         assert results["flagged target"]["status"] == "failed"
         assert results["flagged target"]["error"]["type"] == "content-policy-violation"
         assert results["flagged target"]["error"]["detail"].startswith("target video ")
@@ -207,16 +216,9 @@ async def test_the_issues_clip_is_refused_on_input_and_output(
     async with make_client(services=[workers_service], workers=1) as h:
         h.create_tenant("timed", **DEBUG_TENANT_POLICY)
         headers = h.headers("timed")
-        results = {}
-        for name, clip in (("target video", flagged_clip), ("output", output_clip)):
-            response = await h.client.post(
-                "/v1/jobs",
-                headers=headers,
-                files=[("target", ("clip.mp4", clip.read_bytes(), "video/mp4"))],
-                data=options(FLAG_OUTPUT),
-            )
-            assert response.status_code == 202, response.text
-            results[name] = await wait_terminal(h.client, headers, response.json()["id"])
+        results = await run_video_jobs(
+            h, headers, {"target video": flagged_clip, "output": output_clip}
+        )
         for name, body in results.items():
             assert body["status"] == "failed", body
             assert body["error"]["type"] == "content-policy-violation"
