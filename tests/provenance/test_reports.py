@@ -126,7 +126,8 @@ async def test_a_job_reported_again_and_again_stays_one_case_per_reporter(
         def seen(page: httpx.Response) -> list[dict[str, Any]]:
             return [e for e in page.json()["events"] if e["action"] == "provenance.report"]
 
-        events = seen(await h.client.get("/v1/audit", headers=owner))
+        auditor = h.headers("studio", scopes=["audit:read"])
+        events = seen(await h.client.get("/v1/audit", headers=auditor))
         assert [e["target"] for e in events] == [f"job:{job_id}"]
         assert events[0]["details"]["report_id"] == anonymous[0].json()["report_id"]
         # A second reporter opens a case; a third finds the job's share taken and joins it.
@@ -135,5 +136,5 @@ async def test_a_job_reported_again_and_again_stays_one_case_per_reporter(
         third = await report(h.headers("initech"))
         assert second.status_code == third.status_code == 202
         assert third.json()["report_id"] == second.json()["report_id"]
-        assert len(seen(await h.client.get("/v1/audit", headers=owner))) == 2
+        assert len(seen(await h.client.get("/v1/audit", headers=auditor))) == 2
         assert len(seen(await h.client.get("/v1/audit", headers=admin))) == 2
