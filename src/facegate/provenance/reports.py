@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import math
 import secrets
 from dataclasses import dataclass
@@ -53,21 +52,15 @@ class ReportLimits:
     per_subject: int = 20
 
 
-def reporter_of(keys: InstallationKeys, principal: Principal | None, client_ip: str) -> str:
+def reporter_of(keys: InstallationKeys, principal: Principal | None, client: str) -> str:
     """The reporter's pseudonym: who sent the report, keyed so the address cannot be read
-    back (an IPv4 address is one of 2^32: a plain hash would give it away)."""
+    back (an IPv4 address is one of 2^32: a plain hash would give it away). ``client`` is
+    the gateway's client key (``ratelimit.clientip.client_key``: an IPv6 client by its
+    ``FACEGATE_CLIENT_IPV6_PREFIX`` network), the one its limits and bans count by."""
     if principal is not None:
         who = f"principal:{principal.tenant_id}:{principal.actor}"
     else:
-        try:
-            address = ipaddress.ip_address(client_ip)
-        except ValueError:
-            who = f"client:{client_ip}"
-        else:
-            if address.version == 6:
-                who = f"client:{ipaddress.ip_network(f'{address}/64', strict=False)}"
-            else:
-                who = f"client:{address}"
+        who = f"client:{client}"
     return hmac.new(keys.mac_key("reporter"), who.encode(), hashlib.sha256).hexdigest()
 
 
