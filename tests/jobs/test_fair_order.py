@@ -22,7 +22,9 @@ from facegate.jobs.tables import Job
 from facegate.queue import postgres
 from facegate.queue.claim import JobClaimer, LockingClaimer
 from facegate.queue.fairness import (
+    ANY_FIT,
     FAIR_ORDER,
+    Fit,
     QueuedJob,
     SortTerm,
     TenantLimits,
@@ -32,7 +34,7 @@ from facegate.queue.fairness import (
 from facegate.queue.postgres import PostgresClaimer, claim_function_sql
 from facegate.tenancy.tables import Policy, Tenant
 
-MIGRATION = "facegate.migrations.versions.0018_claim_batch_by_key"
+MIGRATION = "facegate.migrations.versions.0023_scheduling"
 
 
 def test_the_migrated_claim_function_is_the_rendered_fair_order() -> None:
@@ -59,6 +61,7 @@ class Scenario:
     queued: list[QueuedJob]
     limit: int
     uses_device: bool
+    fit: Fit = ANY_FIT
 
 
 def make_scenario(rng: random.Random) -> Scenario:
@@ -76,8 +79,18 @@ def make_scenario(rng: random.Random) -> Scenario:
         for _ in range(rng.randint(0, 7)):
             # few distinct priorities and instants: ties broken by the later terms
             created = now - timedelta(seconds=rng.choice([5, 10, 10, 20]))
-            queued.append(QueuedJob(uuid.uuid4(), tenant, rng.choice([0, 0, 1, 5]), created))
-    return Scenario(limits, loads, queued, rng.randint(1, 12), rng.random() < 0.3)
+            queued.append(
+                QueuedJob(
+                    uuid.uuid4(),
+                    tenant,
+                    rng.choice([0, 0, 1, 5]),
+                    created,
+                    rng.choice([None, 0.5, 2.0, 60.0]),
+                    rng.choice([None, 100, 400, 1000]),
+                )
+            )
+    fit = Fit(rng.choice([None, None, 2.0]), rng.choice([None, None, 500, 1500]))
+    return Scenario(limits, loads, queued, rng.randint(1, 12), rng.random() < 0.3, fit)
 
 
 def store(engine: Engine, scenario: Scenario) -> None:
@@ -97,7 +110,11 @@ def store(engine: Engine, scenario: Scenario) -> None:
         session.flush()
         for tenant_id, load in scenario.loads.items():
             for n in range(load.running):
-                session.add(_job(tenant_id, "running", holds_device=n < load.devices))
+                running = _job(tenant_id, "running", holds_device=n < load.devices)
+                running.lease_owner = "another-worker"
+                session.add(running)
+            # a job waiting for its parts (no lease owner) takes no slot of its tenant
+            session.add(_job(tenant_id, "running"))
         for job in scenario.queued:
             session.add(_job(job.tenant_id, "queued", job))
 
@@ -112,6 +129,8 @@ def _job(tenant_id: str, status: str, queued: QueuedJob | None = None, **fields:
         inputs=[],
         priority=queued.priority if queued else 0,
         created_at=queued.created_at if queued else utcnow(),
+        estimated_seconds=queued.estimated_seconds if queued else None,
+        memory_bytes=queued.memory_bytes if queued else None,
         **fields,
     )
 
@@ -138,9 +157,14 @@ def test_every_claim_follows_the_one_plan(claimer: tuple[Engine, JobClaimer]) ->
             scenario.limits,
             limit=scenario.limit,
             uses_device=scenario.uses_device,
+            fit=scenario.fit,
         )
         claimed = claim.claim_many(
-            "w", limit=scenario.limit, lease_seconds=30, uses_device=scenario.uses_device
+            "w",
+            limit=scenario.limit,
+            lease_seconds=30,
+            uses_device=scenario.uses_device,
+            fit=scenario.fit,
         )
         assert [(c.job_id, c.tenant_id) for c in claimed] == [
             (c.id, c.tenant_id) for c in planned

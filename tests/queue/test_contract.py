@@ -90,6 +90,7 @@ class MemoryHarness:
             status="running" if running else "queued",
             max_attempts=max_attempts,
             holds_device=holds_device,
+            lease_owner="another-worker" if running else None,
         )
         return self.memory.add_job(job).id
 
@@ -146,6 +147,7 @@ class SqlHarness:
                     created_at=created_at or utcnow(),
                     max_attempts=max_attempts,
                     holds_device=holds_device,
+                    lease_owner="another-worker" if running else None,
                 )
             )
         self.queue.announce(tenant_id)  # as the submission does after its commit

@@ -31,6 +31,7 @@ from facegate.consent.service import ConsentService
 from facegate.engine.image import ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import InvalidInput, NotFound, QuotaExceeded
+from facegate.jobs.cost import TargetShape, estimate_cost
 from facegate.jobs.options import validate_processors
 from facegate.jobs.policy import JobOptions, check_output_resolution
 from facegate.jobs.repository import JobRepository
@@ -172,7 +173,8 @@ def prepare_job(
     if source_types is None:
         source_types = verify_sources(request.sources, policy)
     spec = request.options.spec
-    kind, target_type = _check_target(request.target, spec, policy, input_limits(policy))
+    kind, target_type, shape = _check_target(request.target, spec, policy, input_limits(policy))
+    cost = estimate_cost(spec.processors, spec.processor_options, shape, video=kind == "video")
     uploads = [
         Upload(f"source-{i}", data, content_type)
         for i, (data, content_type) in enumerate(zip(request.sources, source_types, strict=True))
@@ -189,6 +191,8 @@ def prepare_job(
         kind=kind,
         spec=spec.model_dump(mode="json"),
         priority=policy.priority,
+        estimated_seconds=cost.seconds,
+        memory_bytes=cost.memory_bytes,
         max_attempts=MAX_ATTEMPTS,
         idempotency_key=request.idempotency_key,
         request_sha256=request_fingerprint(request) if request.idempotency_key else None,
@@ -216,14 +220,16 @@ def store_inputs(store: TenantStore, prepared: Iterable[PreparedJob]) -> None:
 
 def _check_target(
     data: bytes, spec: PipelineSpec, policy: Policy, limits: ImageLimits
-) -> tuple[str, str]:
-    """(job kind, content type) of a target that passed the policy; a video is told
+) -> tuple[str, str, TargetShape]:
+    """(job kind, content type, size) of a target that passed the policy; a video is told
     apart by its bytes and probed under the tenant's video limits."""
     if is_video(data):
-        return "video", input_content_type(check_video_target(data, spec, policy))
+        info = check_video_target(data, spec, policy)
+        shape = TargetShape(info.width, info.height, info.frames)
+        return "video", input_content_type(info), shape
     target = verify_image(data, limits)
     check_output_resolution(spec, policy, target.width, target.height)
-    return "image", media_type(target.format)
+    return "image", media_type(target.format), TargetShape(target.width, target.height)
 
 
 class JobService:

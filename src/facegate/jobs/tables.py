@@ -45,6 +45,7 @@ class Job(Base):
         Index("ix_jobs_status_priority_created", "status", "priority", "created_at"),
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
         Index("ix_jobs_tenant_status", "tenant_id", "status"),
+        Index("ix_jobs_parent", "parent_id"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -68,6 +69,16 @@ class Job(Base):
     # Set while the job runs on a worker that holds an accelerator: the tenant's
     # device_limit caps how many of its running jobs have it set.
     holds_device: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # The job's estimated cost, set at submission (facegate.jobs.cost): CPU seconds on one
+    # core (a worker's short-job lane takes only short ones) and peak memory in bytes (a
+    # worker claims only what fits its memory budget). None: unknown (treated as long, 0 B).
+    estimated_seconds: Mapped[float | None] = mapped_column(Float, default=None)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    # A part of a longer job (a segment of a video) points at the job it belongs to; such
+    # rows are the scheduler's, never listed to tenants. None for every submitted job.
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), default=None
+    )
 
     progress: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     stage: Mapped[str | None] = mapped_column(String(64), default=None)
@@ -129,6 +140,9 @@ class WorkerRecord(Base):
     # None: every tenant of logical isolation; else the tenants this worker is dedicated to.
     tenants: Mapped[list[str] | None] = mapped_column(JSON, default=None)
     concurrency: Mapped[int] = mapped_column(Integer, nullable=False)
+    # The estimated peak memory this worker takes on at once (None: no budget); the API
+    # refuses a job whose estimate exceeds every live worker's budget.
+    memory_budget_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
     status: Mapped[str] = mapped_column(String(16), nullable=False, default="running")
     running_jobs: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     started_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False, default=utcnow)

@@ -20,8 +20,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from facegate.database import utcnow
 from facegate.jobs.tables import Job
 from facegate.queue.fairness import (
+    ANY_FIT,
     FALLBACK_LIMITS,
     QUEUE_ORDER,
+    Fit,
     QueuedJob,
     TenantLimits,
     TenantLoad,
@@ -48,11 +50,22 @@ class JobClaimer(Protocol):
     """Hands the next jobs to a worker: up to ``limit`` in fair order, in one round trip."""
 
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]: ...
 
     def claim(
-        self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> Claim | None: ...
 
 
@@ -60,15 +73,26 @@ class ClaimOne:
     """``claim`` as a batch of one (mixed into every claimer)."""
 
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]:
         raise NotImplementedError
 
     def claim(
-        self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> Claim | None:
         claims = self.claim_many(
-            worker_id, limit=1, lease_seconds=lease_seconds, uses_device=uses_device
+            worker_id, limit=1, lease_seconds=lease_seconds, uses_device=uses_device, fit=fit
         )
         return claims[0] if claims else None
 
@@ -90,7 +114,13 @@ class LockingClaimer(ClaimOne):
         self.tenants = tenants  # only these tenants' jobs (a tenant-bound server); None: all
 
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]:
         with self.engine.connect() as conn:
             conn.execution_options(sqlite_begin="IMMEDIATE")
@@ -99,12 +129,18 @@ class LockingClaimer(ClaimOne):
                     conn.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": CLAIM_LOCK_KEY}
                     )
-                return self._claim_locked(conn, worker_id, limit, lease_seconds, uses_device)
+                return self._claim_locked(conn, worker_id, limit, lease_seconds, uses_device, fit)
 
     def _claim_locked(
-        self, conn: Connection, worker_id: str, limit: int, lease_seconds: float, uses_device: bool
+        self,
+        conn: Connection,
+        worker_id: str,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool,
+        fit: Fit,
     ) -> list[Claim]:
-        queued = _queued_jobs(conn, self.tenants, limit)
+        queued = _queued_jobs(conn, self.tenants, limit, fit)
         if not queued:
             return []
         tenant_ids = {job.tenant_id for job in queued}
@@ -114,6 +150,7 @@ class LockingClaimer(ClaimOne):
             _tenant_limits(conn, tenant_ids),
             limit=limit,
             uses_device=uses_device,
+            fit=fit,
         )
         if not chosen:
             return []
@@ -143,27 +180,49 @@ class LockingClaimer(ClaimOne):
         ]
 
 
-def _queued_jobs(conn: Connection, tenants: frozenset[str] | None, limit: int) -> list[QueuedJob]:
-    """The first ``limit`` queued jobs of each tenant, in its queue order."""
+def _queued_jobs(
+    conn: Connection, tenants: frozenset[str] | None, limit: int, fit: Fit
+) -> list[QueuedJob]:
+    """The first ``limit`` queued jobs of each tenant that ``fit``'s lane admits, in its
+    queue order."""
     position = func.row_number().over(partition_by=Job.tenant_id, order_by=queue_order())
     queued = select(
-        Job.id, Job.tenant_id, Job.priority, Job.created_at, position.label("position")
+        Job.id,
+        Job.tenant_id,
+        Job.priority,
+        Job.created_at,
+        Job.estimated_seconds,
+        Job.memory_bytes,
+        position.label("position"),
     ).where(Job.status == "queued")
     if tenants is not None:
         queued = queued.where(Job.tenant_id.in_(sorted(tenants)))
+    if fit.max_seconds is not None:
+        queued = queued.where(Job.estimated_seconds <= fit.max_seconds)
     ranked = queued.subquery()
     rows = conn.execute(
-        select(ranked.c.id, ranked.c.tenant_id, ranked.c.priority, ranked.c.created_at).where(
-            ranked.c.position <= limit
-        )
+        select(
+            ranked.c.id,
+            ranked.c.tenant_id,
+            ranked.c.priority,
+            ranked.c.created_at,
+            ranked.c.estimated_seconds,
+            ranked.c.memory_bytes,
+        ).where(ranked.c.position <= limit)
     )
-    return [QueuedJob(row[0], row[1], row[2], row[3]) for row in rows]
+    return [QueuedJob(*row) for row in rows]
 
 
 def _tenant_loads(conn: Connection, tenant_ids: set[str]) -> dict[str, TenantLoad]:
+    """Each tenant's jobs on a worker now (a job waiting for its parts holds no worker: it
+    has no lease owner)."""
     rows = conn.execute(
         select(Job.tenant_id, func.count(), func.count().filter(Job.holds_device))
-        .where(Job.status == "running", Job.tenant_id.in_(sorted(tenant_ids)))
+        .where(
+            Job.status == "running",
+            Job.lease_owner.is_not(None),
+            Job.tenant_id.in_(sorted(tenant_ids)),
+        )
         .group_by(Job.tenant_id)
     )
     return {row[0]: TenantLoad(int(row[1]), int(row[2])) for row in rows}

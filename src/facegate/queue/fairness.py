@@ -53,12 +53,39 @@ def order_sql(terms: Sequence[SortTerm], alias: str) -> str:
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A queued job as the claim sees it."""
+    """A queued job as the claim sees it (its estimated cost: facegate.jobs.cost)."""
 
     id: uuid.UUID
     tenant_id: str
     priority: int
     created_at: datetime
+    estimated_seconds: float | None = None
+    memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What a worker can take now, beyond the tenants' caps.
+
+    ``max_seconds``: only jobs estimated to take at most this long (a short-job lane; a job
+    with no estimate counts as long). ``memory_bytes``: the claimed jobs' estimated peaks,
+    added up in fair order, stay within this budget; the first job that does not fit ends
+    the batch, so a large job is never overtaken for ever by smaller ones (it waits until
+    a worker has room). None: no bound.
+    """
+
+    max_seconds: float | None = None
+    memory_bytes: int | None = None
+
+    def admits(self, job: QueuedJob) -> bool:
+        """Whether ``job`` may be claimed by such a worker at all (its lane)."""
+        if self.max_seconds is None:
+            return True
+        return job.estimated_seconds is not None and job.estimated_seconds <= self.max_seconds
+
+
+#: A worker that takes any job.
+ANY_FIT = Fit()
 
 
 @dataclass(frozen=True)
@@ -132,15 +159,19 @@ def plan_claims(
     *,
     limit: int = 1,
     uses_device: bool = False,
+    fit: Fit = ANY_FIT,
 ) -> list[Candidate]:
     """The next ``limit`` jobs to claim, in fair order (pure).
 
     ``limits`` maps a tenant to its caps, or to None when it may not run jobs now
-    (suspended); a tenant missing from it gets :data:`FALLBACK_LIMITS`.
+    (suspended); a tenant missing from it gets :data:`FALLBACK_LIMITS`. ``fit``: the
+    worker's lane and memory budget.
     """
     by_tenant: dict[str, list[QueuedJob]] = {}
+    memory = {job.id: job.memory_bytes or 0 for job in queued}
     for job in queued:
-        by_tenant.setdefault(job.tenant_id, []).append(job)
+        if fit.admits(job):
+            by_tenant.setdefault(job.tenant_id, []).append(job)
     candidates: list[Candidate] = []
     for tenant_id, jobs in by_tenant.items():
         tenant_limits = limits.get(tenant_id, FALLBACK_LIMITS)
@@ -154,7 +185,16 @@ def plan_claims(
             for position, job in enumerate(ordered[:room])
         )
     candidates.sort(key=sort_key)
-    return candidates[:limit]
+    chosen = candidates[:limit]
+    if fit.memory_bytes is None:
+        return chosen
+    taken, needed = [], 0
+    for candidate in chosen:
+        needed += memory[candidate.id]
+        if needed > fit.memory_bytes:
+            break
+        taken.append(candidate)
+    return taken
 
 
 def _as_candidate(job: QueuedJob, running: int) -> Candidate:

@@ -14,6 +14,8 @@ from typing import Any
 from facegate.database import utcnow
 from facegate.queue.claim import Claim, ClaimOne
 from facegate.queue.fairness import (
+    ANY_FIT,
+    Fit,
     QueuedJob,
     TenantLimits,
     TenantLoad,
@@ -37,6 +39,8 @@ class MemoryJob:
     max_attempts: int = 3
     cancel_requested: bool = False
     holds_device: bool = False
+    estimated_seconds: float | None = None
+    memory_bytes: int | None = None
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     progress: float = 0.0
@@ -85,16 +89,24 @@ class MemoryQueue(ClaimOne):
 
     # claim
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]:
         with self._lock:
             queued = [
-                QueuedJob(j.id, j.tenant_id, j.priority, j.created_at)
+                QueuedJob(
+                    j.id, j.tenant_id, j.priority, j.created_at, j.estimated_seconds, j.memory_bytes
+                )
                 for j in self.jobs.values()
                 if j.status == "queued"
             ]
             chosen = plan_claims(
-                queued, self._loads(), self.limits, limit=limit, uses_device=uses_device
+                queued, self._loads(), self.limits, limit=limit, uses_device=uses_device, fit=fit
             )
             now = utcnow()
             expires = now + timedelta(seconds=lease_seconds)
@@ -111,7 +123,7 @@ class MemoryQueue(ClaimOne):
     def _loads(self) -> dict[str, TenantLoad]:
         loads: dict[str, TenantLoad] = {}
         for job in self.jobs.values():
-            if job.status == "running":
+            if job.status == "running" and job.lease_owner is not None:
                 load = loads.get(job.tenant_id, TenantLoad())
                 loads[job.tenant_id] = TenantLoad(
                     load.running + 1, load.devices + int(job.holds_device)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from facegate.queue.claim import Claim
+from facegate.queue.fairness import ANY_FIT, Fit
 from facegate.queue.leases import LeaseState, Reaped
 
 #: A worker silent for this many heartbeat intervals is reported lost.
@@ -40,13 +41,25 @@ class JobQueue(Protocol):
 
     # claim
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]:
-        """Up to ``limit`` jobs in fair order, each tenant within its caps."""
+        """Up to ``limit`` jobs in fair order, each tenant within its caps, that ``fit``
+        (the worker's lane and free memory budget) admits."""
         ...
 
     def claim(
-        self, worker_id: str, *, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> Claim | None: ...
 
     # leases

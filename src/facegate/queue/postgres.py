@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from facegate.database import utcnow
 from facegate.queue.claim import Claim, ClaimOne
-from facegate.queue.fairness import FAIR_ORDER, QUEUE_ORDER, order_sql
+from facegate.queue.fairness import ANY_FIT, FAIR_ORDER, QUEUE_ORDER, Fit, order_sql
 
 # First key of the two-int advisory locks that guard per-tenant admission (second key:
 # hashtext(tenant_id)); distinct from facegate.queue.claim.CLAIM_LOCK_KEY's single-key lock.
@@ -70,7 +70,7 @@ class ServedTenants:
 
 
 # The PL/pgSQL claim, rendered from facegate.queue.fairness so the order has one definition;
-# migration 0018_claim_batch_by_key installs this text (frozen there; tests/jobs/test_fair_order.py
+# migration 0023_scheduling installs this text (frozen there; tests/jobs/test_fair_order.py
 # fails when the two differ). PL/pgSQL takes a fresh snapshot for each statement of a
 # VOLATILE function, so the claim statement, run after the tenants' advisory locks are
 # granted, sees every earlier claim of those tenants: a lock is released only when its
@@ -79,7 +79,8 @@ class ServedTenants:
 _CLAIM_FUNCTION = """
 CREATE OR REPLACE FUNCTION facegate_claim_batch(
     p_owner text, p_expires timestamptz, p_now timestamptz, p_uses_device boolean,
-    p_served text[], p_logical_only boolean, p_namespace integer, p_limit integer
+    p_served text[], p_logical_only boolean, p_namespace integer, p_limit integer,
+    p_max_seconds double precision, p_memory_budget bigint
 ) RETURNS TABLE (job_id uuid, job_tenant text, job_attempts integer) AS $$
 DECLARE
     cand record;
@@ -98,8 +99,8 @@ BEGIN
     FOR cand IN
         SELECT c.tenant_id FROM (
             SELECT t.id AS tenant_id, h.id, h.priority, h.created_at,
-                (SELECT count(*) FROM jobs r
-                  WHERE r.tenant_id = t.id AND r.status = 'running') AS running,
+                (SELECT count(*) FROM jobs r WHERE r.tenant_id = t.id
+                  AND r.status = 'running' AND r.lease_owner IS NOT NULL) AS running,
                 CASE WHEN p_uses_device THEN (SELECT count(*) FROM jobs r WHERE r.tenant_id = t.id
                   AND r.status = 'running' AND r.holds_device) ELSE 0 END AS devices,
                 coalesce(p.max_concurrent_jobs, 1) AS max_concurrent_jobs,
@@ -109,6 +110,7 @@ BEGIN
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.created_at FROM jobs j
                 WHERE j.tenant_id = t.id AND j.status = 'queued'
+                  AND (p_max_seconds IS NULL OR j.estimated_seconds <= p_max_seconds)
                 ORDER BY {queue_order_j} LIMIT 1) h
             WHERE t.status = 'active'
               AND (p_served IS NULL OR t.id = ANY (p_served))
@@ -154,8 +156,8 @@ BEGIN
     RETURN QUERY
     WITH load AS MATERIALIZED (
         SELECT l.tenant_id,
-            (SELECT count(*) FROM jobs r
-              WHERE r.tenant_id = l.tenant_id AND r.status = 'running') AS running,
+            (SELECT count(*) FROM jobs r WHERE r.tenant_id = l.tenant_id
+              AND r.status = 'running' AND r.lease_owner IS NOT NULL) AS running,
             CASE WHEN p_uses_device THEN (SELECT count(*) FROM jobs r
               WHERE r.tenant_id = l.tenant_id AND r.status = 'running' AND r.holds_device)
               ELSE 0 END AS devices,
@@ -164,19 +166,29 @@ BEGIN
         FROM unnest(locked) AS l(tenant_id)
         LEFT JOIN policies p ON p.tenant_id = l.tenant_id
     ), queued AS (
-        SELECT q.id, q.priority, q.created_at, load.running + q.position - 1 AS running
+        SELECT q.id, q.priority, q.created_at, q.memory_bytes,
+            load.running + q.position - 1 AS running
         FROM load CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.created_at,
+            SELECT j.id, j.priority, j.created_at, coalesce(j.memory_bytes, 0) AS memory_bytes,
                 row_number() OVER (ORDER BY {queue_order_j}) AS position
             FROM jobs j WHERE j.tenant_id = load.tenant_id AND j.status = 'queued'
+              AND (p_max_seconds IS NULL OR j.estimated_seconds <= p_max_seconds)
             ORDER BY {queue_order_j}
             LIMIT greatest(0, least(p_limit, load.max_concurrent_jobs - load.running,
                 CASE WHEN p_uses_device THEN load.device_limit - load.devices ELSE p_limit END))
         ) q
-    ), chosen AS MATERIALIZED (
-        SELECT queued.* FROM queued
+    ), first AS (
+        -- The first p_limit in fair order, with the memory they need between them; the
+        -- batch ends before the first job that would exceed the worker's budget.
+        SELECT queued.*, sum(queued.memory_bytes) OVER (
+            ORDER BY {fair_order_queued}
+            ROWS UNBOUNDED PRECEDING) AS needed
+        FROM queued
         ORDER BY {fair_order_queued}
         LIMIT p_limit
+    ), chosen AS MATERIALIZED (
+        SELECT first.* FROM first
+        WHERE p_memory_budget IS NULL OR first.needed <= p_memory_budget
     ), claimed AS (
         -- By primary key (= ANY of an array): a join here would scan the whole table.
         UPDATE jobs AS u SET status = 'running', attempts = u.attempts + 1,
@@ -211,7 +223,7 @@ def claim_function_sql() -> str:
 _CLAIM = (
     "SELECT job_id, job_tenant, job_attempts FROM facegate_claim_batch("
     "%(owner)s, %(expires)s, %(now)s, %(uses_device)s, %(served)s, %(logical_only)s, "
-    "%(namespace)s, %(limit)s)"
+    "%(namespace)s, %(limit)s, %(max_seconds)s, %(memory_budget)s)"
 )
 
 
@@ -235,7 +247,13 @@ class PostgresClaimer(ClaimOne):
         self._served = sorted(self.served.tenants) if self.served.tenants is not None else None
 
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]:
         now = utcnow()
         expires = now + timedelta(seconds=lease_seconds)
@@ -248,6 +266,8 @@ class PostgresClaimer(ClaimOne):
             "logical_only": self.served.logical_only,
             "namespace": TENANT_LOCK_NAMESPACE,
             "limit": limit,
+            "max_seconds": fit.max_seconds,
+            "memory_budget": fit.memory_bytes,
         }
         return [
             Claim(job_id, tenant_id, int(attempts), worker_id, expires)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from facegate.database import session_scope
 from facegate.queue import heartbeat, leases
 from facegate.queue.claim import Claim, ClaimOne, JobClaimer, LockingClaimer
+from facegate.queue.fairness import ANY_FIT, Fit
 from facegate.queue.leases import LeaseState, Reaped
 from facegate.queue.notify import ANY_TENANT, QueueListener, listen_locally, notify_locally
 from facegate.queue.port import WorkerInfo
@@ -55,10 +56,16 @@ class SqlQueue(ClaimOne):
 
     # claim
     def claim_many(
-        self, worker_id: str, *, limit: int, lease_seconds: float, uses_device: bool = False
+        self,
+        worker_id: str,
+        *,
+        limit: int,
+        lease_seconds: float,
+        uses_device: bool = False,
+        fit: Fit = ANY_FIT,
     ) -> list[Claim]:
         return self.claimer.claim_many(
-            worker_id, limit=limit, lease_seconds=lease_seconds, uses_device=uses_device
+            worker_id, limit=limit, lease_seconds=lease_seconds, uses_device=uses_device, fit=fit
         )
 
     # leases
