@@ -35,6 +35,7 @@ from facegate.jobs.tables import Job
 from facegate.observability.metrics import worker_heartbeat
 from facegate.provenance.marker import JobMark, ResultMarker
 from facegate.queue.claim import Claim
+from facegate.queue.fairness import Fit
 from facegate.queue.outcomes import JobOutcomes, ModerationRecord, StoredResult, meter_reaped
 from facegate.queue.port import JobQueue
 from facegate.queue.sql import SqlQueue
@@ -60,6 +61,13 @@ class WorkerConfig:
     purge_every_seconds: float = 3600.0
     uses_device: bool = False
     progress_every_seconds: float = 0.2
+    # A short-job lane: only jobs estimated to take at most this many seconds
+    # (facegate.jobs.cost); None takes any job.
+    max_seconds: float | None = None
+
+    def fit(self) -> Fit:
+        """What this pool's workers may claim now."""
+        return Fit(max_seconds=self.max_seconds)
 
     @property
     def device(self) -> str:
@@ -245,6 +253,7 @@ class WorkerPool:
             limit=1 + idle,
             lease_seconds=self.config.lease_seconds,
             uses_device=self.config.uses_device,
+            fit=self.config.fit(),
         )
         if not claims:
             return None
