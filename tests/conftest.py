@@ -52,6 +52,9 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "data_dir": tmp_path,
         "models_dir": tmp_path / "models",
         "workers": 0,
+        # Tests that start workers run them as threads of the test's process (they share
+        # its engine and fakes); serve's child processes are tested in tests/worker.
+        "worker_processes": False,
         # Off unless a test turns it on (tests/ratelimit): polling helpers and tests of
         # refused credentials would otherwise trip the default limits and bans.
         "rate_limit_enabled": False,

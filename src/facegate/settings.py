@@ -77,6 +77,19 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: float = Field(default=5.0, ge=0.1, le=600)
     worker_device: bool | None = None
     worker_runner: str | None = None
+    # Scheduling (docs/scheduling.md). `serve` runs its workers as child processes at a
+    # lower CPU priority than the API (False: threads of the API process, as tests do).
+    worker_processes: bool = True
+    # Nice increment of workers that take long jobs (`serve`'s children, `facegate worker`):
+    # the API and the short-job lane keep the CPU when a long job competes with them.
+    worker_nice: int = Field(default=10, ge=0, le=19)
+    # The short-job lane: workers that take only jobs estimated (facegate.jobs.cost) at most
+    # short_lane_seconds, so a one-face image never waits behind a long video or a 4K
+    # upscale. `serve` runs short_lane_workers of them in a process of their own at
+    # short_lane_nice; `facegate worker --lane short` is one in the cluster shape.
+    short_lane_workers: int = Field(default=1, ge=0, le=64)
+    short_lane_seconds: float = Field(default=5.0, gt=0, le=3600)
+    short_lane_nice: int = Field(default=0, ge=0, le=19)
     # A running job's lease: renewed every third of it; a job whose worker vanished (crash,
     # SIGKILL) is requeued once it expires.
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)

@@ -62,8 +62,15 @@ def add_tenants(engine: Engine, caps: dict[str, int]) -> None:
 
 
 def add_jobs(
-    engine: Engine, tenant_id: str, count: int, seconds: float = 0.02, **spec: object
+    engine: Engine,
+    tenant_id: str,
+    count: int,
+    seconds: float = 0.02,
+    estimated_seconds: float | None = None,
+    **spec: object,
 ) -> list[uuid.UUID]:
+    """``count`` queued jobs the cheap runner runs for ``seconds`` each; the scheduler sees
+    ``estimated_seconds`` (None: unknown, a long job to the short lane)."""
     ids = [uuid.uuid4() for _ in range(count)]
     with session_scope_of(engine) as session:
         for job_id in ids:
@@ -76,6 +83,7 @@ def add_jobs(
                     spec={"processors": ["face_swapper"], "test_seconds": seconds, **spec},
                     inputs=[],
                     created_at=utcnow(),
+                    estimated_seconds=estimated_seconds,
                 )
             )
     return ids

@@ -66,6 +66,15 @@ def _runs_on_device(settings: Settings) -> bool:
     "default the engine.",
 )
 @click.option(
+    "--lane",
+    type=click.Choice(["any", "short"]),
+    default="any",
+    show_default=True,
+    help="any: every job, at nice FACEGATE_WORKER_NICE (default 10); short: only jobs "
+    "estimated at most FACEGATE_SHORT_LANE_SECONDS (default 5), at nice "
+    "FACEGATE_SHORT_LANE_NICE (default 0): the short-job lane (docs/scheduling.md).",
+)
+@click.option(
     "--port",
     type=click.IntRange(0, 65535),
     default=None,
@@ -78,6 +87,7 @@ def worker(
     heartbeat_seconds: float | None,
     uses_device: bool | None,
     runner: str | None,
+    lane: str,
     port: int | None,
 ) -> None:
     """Claim and run jobs from the shared database until SIGTERM (then drain)."""
@@ -98,6 +108,8 @@ def worker(
         heartbeat_seconds=settings.worker_heartbeat_seconds,
         uses_device=_runs_on_device(settings) if device is None else device,
         runner=settings.worker_runner,
+        max_seconds=settings.short_lane_seconds if lane == "short" else None,
+        nice=settings.short_lane_nice if lane == "short" else settings.worker_nice,
         # Probes only where a port was given (flag or FACEGATE_PORT), not on the default.
         probe_port=port
         if port is not None or "port" not in settings.model_fields_set

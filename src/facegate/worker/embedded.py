@@ -17,6 +17,7 @@ from facegate.queue.postgres import PostgresClaimer, ServedTenants
 from facegate.queue.sql import SqlQueue
 from facegate.settings import warmup_list
 from facegate.state import AppState
+from facegate.worker.children import worker_children_service
 from facegate.worker.moderation import job_moderation
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.runner import EngineRunner
@@ -35,10 +36,16 @@ def served_claimer(engine: Engine, worker_tenants: str | None) -> JobClaimer:
 
 @asynccontextmanager
 async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
-    """Start ``settings.workers`` worker threads for the app's lifetime (none when 0)."""
+    """The app's workers for its lifetime: child processes (``worker_processes``, serve's
+    default: facegate.worker.children), else ``settings.workers`` threads of this process
+    (none when 0)."""
     settings = state.settings
     if settings.workers == 0:
         yield None
+        return
+    if settings.worker_processes:
+        async with worker_children_service(state):
+            yield None
         return
     await anyio.to_thread.run_sync(state.face_engine.hub.warm_up, warmup_list(settings))
     config = WorkerConfig(

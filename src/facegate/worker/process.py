@@ -14,8 +14,10 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import structlog
 from sqlalchemy import Engine, text
@@ -55,6 +57,16 @@ class WorkerOptions:
     uses_device: bool = False
     runner: str | None = None  # "module:factory" of a JobRunner; default: the engine
     probe_port: int | None = None
+    # The short-job lane: only jobs estimated at most this many seconds (None: any job).
+    max_seconds: float | None = None
+    # Nice increment taken at start, before any thread exists (all of them inherit it).
+    nice: int = 0
+    # Whether this process sends webhooks (serve's children leave them to the API process).
+    webhooks: bool = True
+    # serve's children: a multiprocessing Event the parent sets when it queued a job (the
+    # SQLite shape has no NOTIFY), and the parent's pid (a child whose parent is gone stops).
+    wake: Any = None
+    parent_pid: int | None = None
 
 
 def make_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
@@ -151,8 +163,36 @@ def prepare_schema_when_reachable(
             time.sleep(1.0)
 
 
-def run_worker(settings: Settings, options: WorkerOptions) -> None:
-    """Run one worker process until SIGTERM/SIGINT, then drain and exit."""
+def lower_priority(nice: int) -> None:
+    """Add ``nice`` to this process's niceness (Linux: every thread started afterwards
+    inherits it), so the API and the short-job lane win the CPU from long jobs."""
+    if nice > 0:
+        os.nice(nice)
+
+
+def follow_parent(options: WorkerOptions, pool: WorkerPool, stopping: threading.Event) -> None:
+    """serve's child: wake the pool when the parent queued a job; stop when it is gone."""
+    while not stopping.is_set():
+        if options.parent_pid is not None and os.getppid() != options.parent_pid:
+            log.warning("worker.parent_gone", parent=options.parent_pid)
+            stopping.set()
+            return
+        if options.wake is None:
+            stopping.wait(0.5)
+        elif options.wake.wait(0.5):
+            options.wake.clear()  # before the claim the wake causes: a later set is kept
+            pool.wake()
+
+
+QueueFactory = Callable[[Engine, ServedTenants, str], SqlQueue]
+
+
+def run_worker(
+    settings: Settings, options: WorkerOptions, queue_factory: QueueFactory | None = None
+) -> None:
+    """Run one worker process until SIGTERM/SIGINT, then drain and exit. ``queue_factory``:
+    the queue on the engine (default :func:`make_queue`, the cluster's)."""
+    lower_priority(options.nice)
     # The api configures logging in create_app; a worker has no app, so here: the same
     # format (FACEGATE_LOG_FORMAT, JSON by default) and masking as the api's lines.
     configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
@@ -168,8 +208,9 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         lease_seconds=settings.job_lease_seconds,
         poll_seconds=settings.job_poll_seconds,
         uses_device=options.uses_device,
+        max_seconds=options.max_seconds,
     )
-    queue = make_queue(engine, options.served, config.device)
+    queue = (queue_factory or make_queue)(engine, options.served, config.device)
     scratch = ScratchSpace()
     pool = ClusterWorkerPool.on_database(
         engine,
@@ -198,7 +239,7 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
     # namespace and network) never sends another tenant's messages.
     webhooks = (
         WebhookDispatcher(engine, DeliveryConfig.from_settings(settings))
-        if served is None
+        if served is None and options.webhooks
         else None
     )
     stopping = threading.Event()
@@ -232,11 +273,17 @@ def run_worker(settings: Settings, options: WorkerOptions) -> None:
         webhooks.start()
     if probes is not None:
         probes.start()
+    if options.wake is not None or options.parent_pid is not None:
+        threading.Thread(
+            target=follow_parent, args=(options, pool, stopping), name="follow-parent", daemon=True
+        ).start()
     log.info(
         "worker.started",
         worker=pool.name,
         tenants=options.served.describe(),
         concurrency=options.concurrency,
+        lane="short" if options.max_seconds is not None else "any",
+        nice=options.nice,
         probes=probes.port if probes is not None else None,
     )
     try:

@@ -1,0 +1,171 @@
+"""The embedded shape's workers as child processes of ``facegate serve``.
+
+Threads beside the event loop share its interpreter lock and its CPU priority: a long video
+in a worker thread once took the API's GET p99 from 17 to 122 ms, and a one-face image
+queued behind it waited for the whole video (docs/scheduling.md). So ``serve`` starts its
+workers as processes, each running the cluster worker's loop (facegate.worker.process) on
+the same database:
+
+- the **general** child: ``FACEGATE_WORKERS`` workers taking any job, at a lower CPU
+  priority (``FACEGATE_WORKER_NICE``);
+- the **short lane** child: ``FACEGATE_SHORT_LANE_WORKERS`` workers taking only jobs
+  estimated at most ``FACEGATE_SHORT_LANE_SECONDS`` (facegate.jobs.cost), at
+  ``FACEGATE_SHORT_LANE_NICE``, so a short job is claimed at once whatever runs elsewhere.
+
+Children are started with multiprocessing's ``spawn`` (a fresh interpreter running
+facegate's own worker entry with a fixed argument list: no shell, nothing from a request),
+woken by the parent's submissions through an Event each (SQLite has no NOTIFY; on
+PostgreSQL they LISTEN as cluster workers do), stopped with SIGTERM (they drain: jobs in
+hand finish within the grace period, the rest go back to the queue) and stop by themselves
+when the parent is gone. Webhooks stay with the parent's dispatcher.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from multiprocessing.context import SpawnProcess
+from typing import Any
+
+import anyio.to_thread
+import structlog
+from sqlalchemy import Engine
+
+from facegate.provenance.marker import marker_for
+from facegate.queue.claim import LockingClaimer
+from facegate.queue.notify import listen_locally
+from facegate.queue.outcomes import meter_reaped
+from facegate.queue.postgres import ServedTenants
+from facegate.queue.sql import SqlQueue
+from facegate.settings import Settings
+from facegate.state import AppState
+from facegate.worker.process import WorkerOptions, make_queue, run_worker
+
+log = structlog.get_logger("facegate.worker")
+
+#: Seconds a stopping child gets beyond its own drain grace before it is killed.
+KILL_AFTER_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One child process: how many workers, which jobs, at what CPU priority."""
+
+    name: str
+    workers: int
+    nice: int
+    max_seconds: float | None = None
+
+
+def embedded_lanes(settings: Settings) -> list[Lane]:
+    """The children of ``serve``: the general workers and the short-job lane (each only
+    when it has workers)."""
+    lanes = [
+        Lane("general", settings.workers, settings.worker_nice),
+        Lane(
+            "short",
+            settings.short_lane_workers,
+            settings.short_lane_nice,
+            settings.short_lane_seconds,
+        ),
+    ]
+    return [lane for lane in lanes if lane.workers > 0]
+
+
+def child_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
+    """A child's queue: the cluster's on PostgreSQL (LISTEN/NOTIFY, per-tenant locks), the
+    serialised claim on SQLite, both limited to ``served`` (a tenant-bound serve)."""
+    if engine.dialect.name == "postgresql":
+        return make_queue(engine, served, device)
+    return SqlQueue(
+        engine,
+        LockingClaimer(engine, served.tenants),
+        on_reaped=meter_reaped(device),
+        reaped_tenants=served.tenants,
+    )
+
+
+def child_main(settings: Settings, lane: Lane, wake: Any, parent_pid: int) -> None:
+    """The entry of one child process (module-level: spawn imports it by name)."""
+    options = WorkerOptions(
+        served=ServedTenants.parse(settings.worker_tenants),
+        concurrency=lane.workers,
+        grace_seconds=settings.worker_grace_seconds,
+        heartbeat_seconds=settings.worker_heartbeat_seconds,
+        runner=settings.worker_runner,
+        max_seconds=lane.max_seconds,
+        nice=lane.nice,
+        webhooks=False,
+        wake=wake,
+        parent_pid=parent_pid,
+    )
+    run_worker(settings, options, child_queue)
+
+
+@dataclass
+class Child:
+    lane: Lane
+    process: SpawnProcess
+    wake: Any
+
+
+class WorkerChildren:
+    """The running children of one ``serve``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.context = multiprocessing.get_context("spawn")
+        self.children: list[Child] = []
+
+    def start(self) -> None:
+        for lane in embedded_lanes(self.settings):
+            wake = self.context.Event()
+            process = self.context.Process(
+                target=child_main,
+                args=(self.settings, lane, wake, os.getpid()),
+                name=f"facegate-worker-{lane.name}",
+                daemon=False,  # a daemonic process may not start the worker's own threads
+            )
+            process.start()
+            self.children.append(Child(lane, process, wake))
+            log.info("workers.child_started", lane=lane.name, pid=process.pid, nice=lane.nice)
+
+    def wake(self) -> None:
+        """A job was queued by this process: let every child look now."""
+        for child in self.children:
+            child.wake.set()
+
+    def stop(self) -> None:
+        """SIGTERM to each child (it drains), then wait; kill what outlives its grace."""
+        for child in self.children:
+            if child.process.is_alive() and child.process.pid is not None:
+                os.kill(child.process.pid, signal.SIGTERM)
+        for child in self.children:
+            child.process.join(self.settings.worker_grace_seconds + KILL_AFTER_SECONDS)
+            if child.process.is_alive():
+                log.warning("workers.child_killed", lane=child.lane.name, pid=child.process.pid)
+                child.process.kill()
+                child.process.join(5)
+        self.children.clear()
+
+    def alive(self) -> bool:
+        return all(child.process.is_alive() for child in self.children)
+
+
+@asynccontextmanager
+async def worker_children_service(state: AppState) -> AsyncIterator[WorkerChildren]:
+    """Start serve's worker children for the app's lifetime, woken by its submissions."""
+    # The embedded shape makes its signing identity on first start (the children load it).
+    marker_for(state.settings.provenance_path, create=True)
+    children = WorkerChildren(state.settings)
+    await anyio.to_thread.run_sync(children.start)
+    stop_listening = listen_locally(state.settings.database_url, children.wake)
+    try:
+        yield children
+    finally:
+        stop_listening()
+        await anyio.to_thread.run_sync(children.stop)
