@@ -2,7 +2,8 @@
 
 Tenant *heavy* keeps its cap (``max_concurrent_jobs`` 2) full of long work: face-swapped
 videos (``--videos``, e.g. 60 s at 720p and 1080p) and 4K frame enhancement (``--enhance``).
-Tenant *light* submits one-face image swaps, one at a time. A poller GETs a job all along.
+Tenant *light* submits one-face image swaps, one at a time (one a second by default,
+``--light-every``: an interactive user, not a second flood). A poller GETs a job all along.
 Three phases per service, in one run:
 
 1. light alone: ``--light`` jobs, one after another;
@@ -48,9 +49,9 @@ from pathlib import Path
 import cv2
 import httpx
 import psycopg
-from benchkit import FACES, load_average
 from sqlalchemy.engine import make_url
 
+from benchkit import FACES, load_average
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
@@ -199,8 +200,20 @@ def polling(base: str, key: str, phase: Phase) -> Iterator[None]:
             thread.join()
 
 
+def paced(every: float) -> Iterator[None]:
+    """Yield at most once per ``every`` seconds (a user submitting one job at a time)."""
+    while True:
+        began = time.monotonic()
+        yield
+        time.sleep(max(0.0, every - (time.monotonic() - began)))
+
+
 def run_phases(
-    base: str, keys: dict[str, str], work: list[tuple[Path, dict[str, str]]], light: int
+    base: str,
+    keys: dict[str, str],
+    work: list[tuple[Path, dict[str, str]]],
+    light: int,
+    every: float,
 ) -> dict[str, Phase]:
     phases = {"light alone": Phase(), "heavy alone": Phase(), "together": Phase()}
     with httpx.Client(base_url=base, timeout=120) as client:
@@ -208,9 +221,8 @@ def run_phases(
             light_job(client, keys["light"], Phase())
         phase = phases["light alone"]
         with polling(base, keys["light"], phase):
-            for _ in range(light):
+            for _, _tick in zip(range(light), paced(every), strict=False):
                 light_job(client, keys["light"], phase)
-                time.sleep(0.1)
         phase = phases["heavy alone"]
         with polling(base, keys["light"], phase):
             phase.heavy_seconds = heavy_run(client, keys["heavy"], work)
@@ -226,9 +238,10 @@ def run_phases(
             thread = threading.Thread(target=heavy, daemon=True)
             thread.start()
             time.sleep(1.0)  # the heavy work is claimed and running
-            while not done.is_set():
+            for _tick in paced(every):
+                if done.is_set():
+                    break
                 light_job(client, keys["light"], phase)
-                time.sleep(0.1)
             thread.join()
     return phases
 
@@ -324,7 +337,7 @@ def measure(shape: str, before: bool, args: argparse.Namespace, media: Path) -> 
                     lanes = [["--concurrency", "2"], ["--lane", "short", "--concurrency", "1"]]
                 processes += [facegate("worker", *lane, env=nice0, log=log) for lane in lanes]
             wait_healthy(base)
-            return run_phases(base, keys, work, args.light)
+            return run_phases(base, keys, work, args.light, args.light_every)
         finally:
             stop_all(processes)
             errors = [line for line in log.read_text().splitlines() if '"error"' in line]
@@ -376,6 +389,12 @@ def main() -> None:
     )
     parser.add_argument("--enhance", type=int, default=1, help="4K frame-enhance jobs of heavy")
     parser.add_argument("--light", type=int, default=20, help="light jobs in the idle phase")
+    parser.add_argument(
+        "--light-every",
+        type=float,
+        default=1.0,
+        help="seconds between the light tenant's submissions (one job at a time; 0: back to back)",
+    )
     parser.add_argument("--before", action="store_true", help="also the pre-change set-up")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()

@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     worker_processes: bool = True
     # Nice increment of workers that take long jobs (`serve`'s children, `facegate worker`):
     # the API and the short-job lane keep the CPU when a long job competes with them.
-    worker_nice: int = Field(default=10, ge=0, le=19)
+    worker_nice: int = Field(default=19, ge=0, le=19)
     # The short-job lane: workers that take only jobs estimated (facegate.jobs.cost) at most
     # short_lane_seconds, so a one-face image never waits behind a long video or a 4K
     # upscale. `serve` runs short_lane_workers of them in a process of their own at

@@ -1,7 +1,7 @@
 """The short-job lane and the workers' CPU priority, with real processes: a heavy tenant with
 its cap full of long jobs cannot make a light tenant's short job wait for them.
 
-Cluster shape (PostgreSQL): ``facegate worker`` (any job, nice 10) beside ``facegate worker
+Cluster shape (PostgreSQL): ``facegate worker`` (any job, nice 19) beside ``facegate worker
 --lane short`` (nice 0). Embedded shape (SQLite): ``facegate serve`` runs the same two as
 child processes, woken by its submissions and gone when it is gone. Jobs run the cheap
 runner (tests/cluster/cheap_runner.py): everything around it is the production path.
@@ -64,7 +64,7 @@ def test_a_light_job_is_claimed_at_once_beside_a_heavy_tenants_full_cap(
     assert not [e for e, j, *_ in runs if j in heavy and e in ("end", "cancelled")]
     assert {pid for e, j, _t, pid, _s in runs if j in heavy} == {general.pid}
     assert {pid for e, j, _t, pid, _s in runs if j == str(light)} == {short.pid}
-    assert nice_of(general.pid) == 10
+    assert nice_of(general.pid) == 19
     assert nice_of(short.pid) == 0
 
 
@@ -144,9 +144,9 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     try:
         # The general child lowers its priority first thing; the lane keeps serve's.
         wait_for(
-            lambda: sorted(worker_children(serve.pid).values()) == [0, 10],
+            lambda: sorted(worker_children(serve.pid).values()) == [0, 19],
             60,
-            "two worker children, at nice 10 and 0",
+            "two worker children, at nice 19 and 0",
         )
         heavy_cap_full(cluster, engine)
         key = light_key(engine)

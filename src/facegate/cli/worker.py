@@ -70,7 +70,7 @@ def _runs_on_device(settings: Settings) -> bool:
     type=click.Choice(["any", "short"]),
     default="any",
     show_default=True,
-    help="any: every job, at nice FACEGATE_WORKER_NICE (default 10); short: only jobs "
+    help="any: every job, at nice FACEGATE_WORKER_NICE (default 19); short: only jobs "
     "estimated at most FACEGATE_SHORT_LANE_SECONDS (default 5), at nice "
     "FACEGATE_SHORT_LANE_NICE (default 0): the short-job lane (docs/scheduling.md).",
 )
