@@ -11,7 +11,9 @@ Three phases per service, in one run:
 3. together: the same heavy work again, while light submits job after job until it ends.
 
 Printed per service: the light job's latency (POST sent -> the job's ``finished_at``,
-same clock) p50/p95 alone and beside heavy with their ratios, the API's GET p99 in each
+same clock) p50/p95 alone and beside heavy with their ratios — over all its jobs, and over
+those sent while heavy's cap was full (a one-at-a-time client sends few jobs while it
+waits, so the waits hide among all its jobs), the API's GET p99 in each
 phase, and the heavy tenant's throughput beside light over alone. The goals (issue 27):
 light p50 <= 1.5x and p95 <= 2x its idle latency, GET p99 <= 100 ms, heavy >= 0.8x.
 
@@ -69,6 +71,20 @@ class Phase:
     gets: list[float] = field(default_factory=list)
     heavy_seconds: float | None = None
     failures: int = 0
+    #: (started, finished) of each job, epoch seconds
+    heavy_spans: list[tuple[float, float]] = field(default_factory=list)
+    #: (sent, latency) of each light job
+    light_sent: list[tuple[float, float]] = field(default_factory=list)
+
+    def light_at_full_cap(self, cap: int = 2) -> list[float]:
+        """The latencies of the light jobs sent while ``cap`` heavy jobs were running: a
+        one-at-a-time client sends few jobs while it waits, so the waits are under-sampled
+        among all its jobs; these are the ones the scenario is about."""
+        return [
+            latency
+            for sent, latency in self.light_sent
+            if sum(start <= sent < end for start, end in self.heavy_spans) >= cap
+        ]
 
 
 def free_port() -> int:
@@ -92,6 +108,7 @@ def make_tenants(url: str) -> dict[str, str]:
                 max_input_pixels=40_000_000,
                 max_input_bytes=1 << 30,
                 storage_quota_bytes=1 << 40,
+                allowed_processors=["face_swapper", "face_enhancer", "frame_enhancer"],
             )
             service.create_tenant(TenantSpec(id=tenant, policy=policy))
             keys[tenant] = service.create_key(
@@ -133,7 +150,8 @@ def submit(
         files={name: (name, data) for name, data in files.items()},
         data=fields,
     )
-    answer.raise_for_status()
+    if answer.status_code != 202:
+        raise RuntimeError(f"POST /v1/jobs {answer.status_code}: {answer.text}")
     return str(answer.json()["id"])
 
 
@@ -147,8 +165,13 @@ def wait_finished(client: httpx.Client, key: str, job: str, timeout: float = 360
     raise TimeoutError(job)
 
 
-def finished_epoch(body: dict) -> float:
-    return datetime.fromisoformat(body["finished_at"].replace("Z", "+00:00")).timestamp()
+def epoch(body: dict, name: str = "finished_at") -> float:
+    return datetime.fromisoformat(body[name].replace("Z", "+00:00")).timestamp()
+
+
+def span(body: dict) -> tuple[float, float]:
+    """(started, finished) of a finished job."""
+    return epoch(body, "started_at"), epoch(body)
 
 
 def light_job(client: httpx.Client, key: str, phase: Phase) -> None:
@@ -158,10 +181,13 @@ def light_job(client: httpx.Client, key: str, phase: Phase) -> None:
     if body["status"] != "succeeded":
         phase.failures += 1
         return
-    phase.light.append(finished_epoch(body) - sent)
+    phase.light.append(epoch(body) - sent)
+    phase.light_sent.append((sent, epoch(body) - sent))
 
 
-def heavy_run(client: httpx.Client, key: str, work: list[tuple[Path, dict[str, str]]]) -> float:
+def heavy_run(
+    client: httpx.Client, key: str, work: list[tuple[Path, dict[str, str]]], phase: Phase
+) -> float:
     """Submit all the heavy work at once; seconds from the first POST to the last end."""
     sent = time.time()
     jobs = [
@@ -173,7 +199,8 @@ def heavy_run(client: httpx.Client, key: str, work: list[tuple[Path, dict[str, s
         body = wait_finished(client, key, job)
         if body["status"] != "succeeded":
             raise RuntimeError(f"heavy job {job} {body['status']}: {body.get('error')}")
-        ends.append(finished_epoch(body))
+        ends.append(epoch(body))
+        phase.heavy_spans.append(span(body))
     return max(ends) - sent
 
 
@@ -225,13 +252,13 @@ def run_phases(
                 light_job(client, keys["light"], phase)
         phase = phases["heavy alone"]
         with polling(base, keys["light"], phase):
-            phase.heavy_seconds = heavy_run(client, keys["heavy"], work)
+            phase.heavy_seconds = heavy_run(client, keys["heavy"], work, phase)
         phase = phases["together"]
         done = threading.Event()
 
         def heavy() -> None:
             with httpx.Client(base_url=base, timeout=120) as heavy_client:
-                phase.heavy_seconds = heavy_run(heavy_client, keys["heavy"], work)
+                phase.heavy_seconds = heavy_run(heavy_client, keys["heavy"], work, phase)
             done.set()
 
         with polling(base, keys["light"], phase):
@@ -355,18 +382,21 @@ def pct(values: list[float], q: float) -> float:
 def report(name: str, phases: dict[str, Phase]) -> None:
     alone, heavy, together = phases["light alone"], phases["heavy alone"], phases["together"]
     p50a, p95a = statistics.median(alone.light), pct(alone.light, 0.95)
-    p50t, p95t = statistics.median(together.light), pct(together.light, 0.95)
+    full = together.light_at_full_cap()
     throughput = (heavy.heavy_seconds or 0) / (together.heavy_seconds or float("inf"))
     get99 = max(pct(p.gets, 0.99) for p in phases.values())
     print(f"\n== {name}  ({load_average()})")
-    print(
-        f"  light job   alone p50 {p50a:.3f} s p95 {p95a:.3f} s (n={len(alone.light)}) | "
-        f"beside heavy p50 {p50t:.3f} s p95 {p95t:.3f} s (n={len(together.light)}, "
-        f"failed {together.failures})"
-    )
-    print(
-        f"  ratios      p50 x{p50t / p50a:.2f} (goal <= 1.5)   p95 x{p95t / p95a:.2f} (goal <= 2)"
-    )
+    print(f"  light job   {'alone':<17} p50 {p50a:.3f} s  p95 {p95a:.3f} s  (n={len(alone.light)})")
+    for label, values in (("beside heavy, all", together.light), ("heavy's cap full", full)):
+        if not values:
+            print(f"  light job   {label:<17} none sent")
+            continue
+        p50, p95 = statistics.median(values), pct(values, 0.95)
+        print(
+            f"  light job   {label:<17} p50 {p50:.3f} s  p95 {p95:.3f} s  (n={len(values)}): "
+            f"x{p50 / p50a:.2f} / x{p95 / p95a:.2f} (goals <= 1.5 / 2), max {max(values):.1f} s"
+        )
+    print(f"  light fails {together.failures}")
     print(
         "  GET p99     "
         + "  ".join(f"{k}: {pct(p.gets, 0.99) * 1000:.0f} ms" for k, p in phases.items())
