@@ -261,7 +261,7 @@ class MeshWarpBackend:
         def stage(name: str) -> None:
             nonlocal clock
             now = time.perf_counter()
-            stamps[name] = now - clock
+            stamps[name] = stamps.get(name, 0.0) + now - clock
             clock = now
 
         full_shape = (y1 - y0, x1 - x0)
@@ -296,8 +296,10 @@ class MeshWarpBackend:
         base = full_target
         if displacement is not None and not scaled:
             base = displaced(full_target, displacement)
+        stage("outline")
 
         def target_side() -> _TargetSide:
+            started = time.perf_counter()
             if scaled:
                 small = cv2.resize(full_target, size, interpolation=cv2.INTER_AREA)
                 target = np.asarray(small, np.uint8)
@@ -313,6 +315,9 @@ class MeshWarpBackend:
             )
             if reshaped is not None:
                 target = reshaped
+            # The helper's own clock (it runs beside the stages of this thread).
+            shaded = time.perf_counter()
+            stamps["side.reshape"] = shaded - started
             shading: Shading | FloatArray
             core = None
             if options.match_lighting:
@@ -330,7 +335,9 @@ class MeshWarpBackend:
                 )
             else:
                 shading = to_lab(target)
-            return _TargetSide(shading, core, reshaped, is_grayscale(target))
+            side = _TargetSide(shading, core, reshaped, is_grayscale(target))
+            stamps["side.shading"] = time.perf_counter() - shaded
+            return side
 
         helper = self._helper_pool()
         # The mesh's raster, shared by both warps onto it (the target side's reshape waits).
@@ -341,11 +348,13 @@ class MeshWarpBackend:
             # thread gets the interpreter to start its own (the raster is a Python loop).
             if displacement is not None and scaled:
                 base = displaced(full_target, displacement)
+            stage("outline")
             rastered.set_result(mesh_raster(points, shape))
         except BaseException as error:  # the helper must not wait for the raster forever
             rastered.set_exception(error)
             raise
         raster = rastered.result()
+        stage("raster")
         source_image, source_detail, source_points = _scaled_source(
             source_state, face_height(points)
         )
@@ -364,7 +373,7 @@ class MeshWarpBackend:
         if eyes:
             which = agreeing_eyes(source_points, points)
             fill_eyes(warped, warp.coverage, layers, source_points, points, which)
-        stage("warp")
+        stage("bands")
 
         # The masks, on this thread while the helper finishes the target side.
         keep = keep_mask(source_state.points, points, shape, options.keep_expression, eyes)
@@ -394,6 +403,7 @@ class MeshWarpBackend:
         # The target side (the helper's; not started yet, the helper being busy with other
         # swaps: this thread's): the colour stage includes waiting for it.
         side = target_side() if pending is None or pending.cancel() else pending.result()
+        stage("side wait")
         face = np.zeros((*shape, 3), np.uint8)
         inside = face[rows, cols]
         if isinstance(side.shading, Shading):
@@ -435,7 +445,8 @@ class MeshWarpBackend:
                 )
         stage("blend")
         if timings is not None:
-            timings.update(stamps)
+            for name, seconds in stamps.items():
+                timings[name] = timings.get(name, 0.0) + seconds
         return frame
 
 
