@@ -4,6 +4,8 @@ id)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from facegate.engine.errors import InvalidOptions, ModelUnavailable
 from facegate.engine.modelstore.inference import PoolSettings, available_providers
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy
@@ -12,7 +14,9 @@ from facegate.errors import InvalidSettings
 from facegate.models.installed import installation_model_store
 from facegate.observability import metrics
 from facegate.settings import Settings
-from facegate.tenancy.tables import Policy
+
+if TYPE_CHECKING:  # the table's class only types the policy: `facegate swap` loads no ORM
+    from facegate.tenancy.tables import Policy
 
 
 def tag_policy_of(policy: Policy) -> TagPolicy | None:
