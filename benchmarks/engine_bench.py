@@ -1,4 +1,5 @@
-"""Engine speed: analysis + swap of one 1080p frame (1 face and 6 faces), medians per stage.
+"""Engine speed: analysis + swap of one 1080p frame (1 face and 6 faces), medians per stage
+(detect, mesh, and the swap's stages: reshape/outline, raster, bands, mask, colour, blend).
 
     .venv/bin/python benchmarks/engine_bench.py [--repeat 15]
 
@@ -57,17 +58,25 @@ class BeforeIdentitySwapper(FaceSwapper):
         return self._before
 
 
+#: The swap's stages (``mesh_warp``), in the order they run on the calling thread:
+#: reshape/outline (the reshaped mesh, the outline's spline and the displaced full-size
+#: region), raster (the target mesh's triangle ids), bands (the source's detail bands warped
+#: onto it, eyes filled), mask, side wait (waiting for the helper thread's target side),
+#: colour (lighting match), blend (the pasted face at full size).
+SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "blend")
+
+
 def bench(
     name: str, pipeline: Pipeline, source: Frame, target: Frame, repeat: int, label: str = ""
 ) -> None:
     ctx = pipeline.prepare([source])
-    stages: dict[str, list[float]] = {"analyse": []}
+    stages: dict[str, list[float]] = {}
     totals: list[float] = []
     for _ in range(repeat + 2):  # two warm-up runs, dropped below
         timings: dict[str, float] = {}
         ctx.on_stage = lambda stage, seconds, t=timings: t.__setitem__(stage, seconds)
         started = time.perf_counter()
-        faces = pipeline.analyser.analyse(target)
+        faces = pipeline.analyser.analyse(target, timings)
         analysed = time.perf_counter()
         pipeline.process_frame(target, ctx, faces=faces)
         finished = time.perf_counter()
@@ -92,9 +101,28 @@ def bench(
         f"(target ≤ {TARGET_MS[name]:.0f} ms; prototype baseline {baseline:.1f} ms, "
         f"ratio {total / baseline:.2f}×)"
     )
-    for stage, values in stages.items():
-        ms = statistics.median(values[2:]) * 1000
-        print(f"  {stage:14s} {ms:7.1f} ms  {100 * ms / total:5.1f} %")
+    print_stages(stages, total)
+
+
+def print_stages(stages: dict[str, list[float]], total: float) -> None:
+    """Each stage's median (warm-up runs dropped) and its share of the frame's median."""
+
+    def line(stage: str, title: str, indent: int = 2) -> None:
+        values = stages.get(stage)
+        if values:
+            ms = statistics.median(values[2:]) * 1000
+            print(f"{' ' * indent}{title:{24 - indent}s} {ms:7.2f} ms  {100 * ms / total:5.1f} %")
+
+    line("analyse", "analyse")
+    line("detect", "detect", 4)
+    line("mesh", "mesh", 4)
+    line("face_swapper", "face_swapper")
+    for stage in SWAP_STAGES:
+        line(f"face_swapper.{stage}", stage, 4)
+    if any(key.startswith("face_swapper.side.") for key in stages):
+        print("    on the helper thread, beside the stages above:")
+        line("face_swapper.side.reshape", "target reshaped", 6)
+        line("face_swapper.side.shading", "target shading", 6)
 
 
 def main() -> None:

@@ -5,7 +5,16 @@ the 2-core machine: 720p >= 30 fps end to end, 1080p >= 15 fps. The machine is s
 load average is printed next to every number; compare ratios within one run. CPU ms per frame
 (all threads) is steadier than wall fps under load: on an idle 2-core machine the pipeline can
 reach at most about 2000 / cpu_ms fps. The full pipeline runs twice: with the first tracker
-(static-mode mesh on a 256 px crop, the baseline) and the current one (mesh tracking mode).
+(static-mode mesh on a 256 px crop, the baseline) and the current one (mesh tracking mode),
+then once more as the service runs it: the watermark on every frame and the output's
+moderation (``engine.screening``) as the frames pass.
+
+Per-stage breakdown (issue 28), wall ms per frame summed over the threads that run the stage
+(render runs on ``--workers`` threads at once, so the stages add up to more than the frame's
+share of the wall clock): decode (a decode-only pass of the clip), encode (the floor's wall
+minus that), track (the analyse stage: keyframe detection and the tracked mesh), swap (the
+render stage) and the swap's own stages (reshape/outline, raster, bands, mask, colour,
+blend), watermark and moderation.
 
     .venv/bin/python benchmarks/video_bench.py [--seconds 6] [--sizes 720,1080]
 """
@@ -15,16 +24,28 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import threading
 import time
+from collections import defaultdict
+from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
 
 from benchkit import FACES, engine_runtime, like_a_facegate_process, load_average, read_frame
+from facegate.engine.moderation import ModerationPolicy, Moderator
 from facegate.engine.pipeline import Pipeline, PipelineSpec
+from facegate.engine.screening import VideoScreen
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoOptions, process_video
+from facegate.engine.video.process import FrameStages
 from facegate.engine.video.swap import VideoSwap
 from facegate.engine.video.synth import ClipSpec, make_face_clip
+from facegate.engine.watermark import VideoWatermark
 
 TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 SOURCE = FACES / "man_frontal_glasses.jpg"
@@ -40,6 +61,51 @@ def identity(frame: Frame) -> Frame:
     return frame
 
 
+class StageClock:
+    """Wall seconds per stage, summed over every call on every thread."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def add(self, stage: str, seconds: float) -> None:
+        with self._lock:
+            self.seconds[stage] += seconds
+
+    def timed(self, stage: str, work: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return work(*args)
+            finally:
+                self.add(stage, time.perf_counter() - started)
+
+        return run
+
+
+class TimedScreen:
+    """The output's moderation as the service runs it (a ``FrameInspector``), timed."""
+
+    def __init__(self, screen: VideoScreen, clock: StageClock) -> None:
+        self.screen, self.clock = screen, clock
+
+    def see(self, frame: Frame, time_: Fraction) -> None:
+        self.clock.timed("moderation", self.screen.see)(frame, time_)
+
+    def end(self) -> None:
+        self.clock.timed("moderation", self.screen.close)()
+
+
+def decode_only(src: Path) -> tuple[float, int]:
+    """(wall seconds, frames) of decoding the clip to BGR frames, nothing else."""
+    started, frames = time.perf_counter(), 0
+    with av.open(str(src)) as container:
+        for picture in container.decode(video=0):
+            picture.to_ndarray(format="bgr24")
+            frames += 1
+    return time.perf_counter() - started, frames
+
+
 def floor(src: Path, dst: Path, preset: str) -> tuple[float, float]:
     cpu = time.process_time()
     result = process_video(src, dst, identity, VideoOptions(preset=preset))
@@ -47,20 +113,66 @@ def floor(src: Path, dst: Path, preset: str) -> tuple[float, float]:
 
 
 def full(
-    pipeline: Pipeline, src: Path, dst: Path, preset: str, workers: int, tracker: TrackerOptions
+    pipeline: Pipeline,
+    src: Path,
+    dst: Path,
+    preset: str,
+    workers: int,
+    tracker: TrackerOptions,
+    clock: StageClock | None = None,
+    moderator: Moderator | None = None,
 ) -> tuple[float, float]:
-    """(wall fps, CPU ms per frame) of the swap pipeline with the given tracker settings."""
+    """(wall fps, CPU ms per frame) of the swap pipeline with the given tracker settings;
+    with a ``moderator``, as the service runs it: the watermark on every frame and the
+    output's moderation; ``clock`` gets the stages."""
     source = read_frame(SOURCE)
     options = VideoOptions(preset=preset, workers=workers)
+    clock = clock or StageClock()
     started, cpu = time.perf_counter(), time.process_time()
-    ctx = pipeline.prepare([source])
+    ctx = pipeline.prepare([source], on_stage=clock.add)
     work = VideoSwap(pipeline, ctx, tracker)
+    stages = FrameStages(
+        render=clock.timed("swap", work.render), analyse=clock.timed("track", work.analyse)
+    )
+    if moderator is not None:
+        bits = np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8)
+        screen = VideoScreen(moderator, "output", ModerationPolicy())
+        stages = FrameStages(
+            render=stages.render,
+            analyse=stages.analyse,
+            finish=clock.timed("watermark", VideoWatermark(bits)),
+            inspect=TimedScreen(screen, clock),
+        )
     try:
-        result = process_video(src, dst, work.stages(), options, cancel=ctx.cancel)
+        result = process_video(src, dst, stages, options, cancel=ctx.cancel)
     finally:
         work.close()
     wall = time.perf_counter() - started
     return result.frames / wall, (time.process_time() - cpu) / result.frames * 1000
+
+
+#: The swap's stages (face_swapper.<stage>, ``engine_bench.SWAP_STAGES``), in their order.
+SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "blend")
+
+
+def print_breakdown(
+    label: str, clock: StageClock, frames: int, decode: float, floor_s: float
+) -> None:
+    """Each stage's wall ms per frame (summed over threads) and its share of the frame."""
+    per_frame = {stage: 1000 * seconds / frames for stage, seconds in clock.seconds.items()}
+    per_frame["decode"] = 1000 * decode / frames
+    per_frame["encode"] = max(0.0, 1000 * (floor_s - decode) / frames)
+    order = ["decode", "track", "swap", *(f"face_swapper.{s}" for s in SWAP_STAGES)]
+    order += ["watermark", "moderation", "encode"]
+    total = sum(per_frame.get(stage, 0.0) for stage in ("decode", "track", "swap", "encode"))
+    total += per_frame.get("watermark", 0.0) + per_frame.get("moderation", 0.0)
+    print(f"  {label}: stages, wall ms per frame summed over threads (share of their sum)")
+    for stage in order:
+        if stage in per_frame:
+            name = stage.removeprefix("face_swapper.")
+            indent = 6 if stage.startswith("face_swapper.") else 4
+            ms = per_frame[stage]
+            print(f"{' ' * indent}{name:{22 - indent}s} {ms:7.2f} ms  {100 * ms / total:5.1f} %")
 
 
 def main() -> None:
@@ -83,7 +195,9 @@ def main() -> None:
             "selector": {"mode": "one"},
         }
     )
-    pipeline = engine_runtime().pipeline(spec)
+    engine = engine_runtime()
+    pipeline = engine.pipeline(spec)
+    moderator = Moderator(engine.hub)
     print(f"cpus={os.cpu_count()} {load_average()}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
@@ -91,15 +205,19 @@ def main() -> None:
             src = Path(tmp) / f"{size}.mp4"
             make_face_clip(src, TARGET, ClipSpec(seconds=args.seconds, width=width, height=height))
             dst = Path(tmp) / "out.mp4"
+            decode_s, decoded = decode_only(src)
             for preset in args.presets.split(","):
+                started = time.perf_counter()
                 base, base_cpu = floor(src, dst, preset)
+                floor_s = time.perf_counter() - started
                 print(
                     f"{size}p {preset:9s} (a) decode+encode floor   {base:6.1f} fps"
                     f"  cpu {base_cpu:5.1f} ms/frame  {load_average()}"
                 )
                 results = {}
                 for name, tracker in TRACKERS.items():
-                    fps, cpu = full(pipeline, src, dst, preset, args.workers, tracker)
+                    clock = StageClock()
+                    fps, cpu = full(pipeline, src, dst, preset, args.workers, tracker, clock)
                     results[name] = (fps, cpu)
                     print(
                         f"{size}p {preset:9s} (b) full, {name:13s} {fps:6.1f} fps"
@@ -110,6 +228,16 @@ def main() -> None:
                     f"{size}p {preset:9s} tracking vs static: {new_fps / old_fps:.2f}x fps,"
                     f" {old_cpu / new_cpu:.2f}x less CPU per frame"
                 )
+                clock = StageClock()
+                fps, cpu = full(
+                    pipeline, src, dst, preset, args.workers, TrackerOptions(), clock, moderator
+                )
+                print(
+                    f"{size}p {preset:9s} (c) as the service: + watermark + moderation"
+                    f" {fps:6.1f} fps  cpu {cpu:5.1f} ms/frame  = {fps / base:.2f} x floor"
+                    f"  {load_average()}"
+                )
+                print_breakdown(f"{size}p {preset} (c)", clock, decoded, decode_s, floor_s)
 
 
 if __name__ == "__main__":

@@ -21,11 +21,13 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import DateTime, Dialect, Engine, MetaData, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from facegate.errors import SchemaNotCurrent
+from facegate.resilience import CircuitBreaker
 
 SessionFactory = sessionmaker[Session]
 
@@ -233,3 +235,32 @@ def current_revision(url: str) -> str | None:
             return MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
+
+
+def guard_engine(engine: Engine, breaker: CircuitBreaker) -> None:
+    """Put a SQLAlchemy engine's connections behind ``breaker``.
+
+    The gate sits where a *new* DBAPI connection is made (``do_connect``): a disconnect
+    invalidates the whole pool, so while the database is down every checkout reaches it,
+    and an open breaker refuses there before any network work. Connectivity errors
+    (``OperationalError``/``InterfaceError``, or anything SQLAlchemy classes as a
+    disconnect) count as failures; a successful connect or statement counts as success.
+    """
+
+    def gate(*_args: Any) -> None:
+        breaker.before_call()
+
+    def on_error(context: ExceptionContext) -> None:
+        if getattr(context, "is_pre_ping", False):
+            return  # the connect that follows a failed ping reports for itself
+        error = context.sqlalchemy_exception
+        if context.is_disconnect or isinstance(error, OperationalError | InterfaceError):
+            breaker.record_failure()
+
+    def on_success(*_args: Any) -> None:
+        breaker.record_success()
+
+    event.listen(engine, "do_connect", gate)
+    event.listen(engine, "handle_error", on_error)
+    event.listen(engine, "after_cursor_execute", on_success)
+    event.listen(engine.pool, "connect", on_success)

@@ -17,13 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import structlog
 from prometheus_client import Counter, Gauge
-from sqlalchemy import Engine, event
-from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from facegate.errors import Unavailable
 
@@ -183,32 +180,3 @@ class CircuitBreaker:
             raise
         self.record_success()
         return result
-
-
-def guard_engine(engine: Engine, breaker: CircuitBreaker) -> None:
-    """Put a SQLAlchemy engine's connections behind ``breaker``.
-
-    The gate sits where a *new* DBAPI connection is made (``do_connect``): a disconnect
-    invalidates the whole pool, so while the database is down every checkout reaches it,
-    and an open breaker refuses there before any network work. Connectivity errors
-    (``OperationalError``/``InterfaceError``, or anything SQLAlchemy classes as a
-    disconnect) count as failures; a successful connect or statement counts as success.
-    """
-
-    def gate(*_args: Any) -> None:
-        breaker.before_call()
-
-    def on_error(context: ExceptionContext) -> None:
-        if getattr(context, "is_pre_ping", False):
-            return  # the connect that follows a failed ping reports for itself
-        error = context.sqlalchemy_exception
-        if context.is_disconnect or isinstance(error, OperationalError | InterfaceError):
-            breaker.record_failure()
-
-    def on_success(*_args: Any) -> None:
-        breaker.record_success()
-
-    event.listen(engine, "do_connect", gate)
-    event.listen(engine, "handle_error", on_error)
-    event.listen(engine, "after_cursor_execute", on_success)
-    event.listen(engine.pool, "connect", on_success)

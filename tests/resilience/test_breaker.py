@@ -11,13 +11,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from facegate.api.errors import as_problem
-from facegate.database import create_engine_from_url
-from facegate.resilience import (
-    BreakerConfig,
-    CircuitBreaker,
-    CircuitOpen,
-    guard_engine,
-)
+from facegate.database import create_engine_from_url, guard_engine
+from facegate.resilience import BreakerConfig, CircuitBreaker, CircuitOpen
 
 POSTGRES_URL = os.environ.get("FACEGATE_TEST_POSTGRES_URL") or (
     "postgresql+psycopg://postgres@127.0.0.1:5432/test" if os.environ.get("CI") == "true" else None

@@ -22,12 +22,17 @@ from facegate.api.handlers import install_error_handlers
 from facegate.api.metrics import install_observability
 from facegate.api.middleware import RequestContextMiddleware
 from facegate.api.shedding import LoadSheddingMiddleware
-from facegate.database import create_engine_from_url, create_session_factory, prepare_schema
+from facegate.database import (
+    create_engine_from_url,
+    create_session_factory,
+    guard_engine,
+    prepare_schema,
+)
 from facegate.library.analysis import AnalysisSlots
 from facegate.models.requests import inference_pool_settings, installation_engine
 from facegate.ratelimit.clientip import parse_networks
 from facegate.ratelimit.gateway import Gateway
-from facegate.resilience import BreakerConfig, CircuitBreaker, guard_engine
+from facegate.resilience import BreakerConfig, CircuitBreaker
 from facegate.settings import Settings
 from facegate.state import AppState
 from facegate.tenancy.jwt import JwtVerifier

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from facegate.cli.swap_video import is_video_target, run_video_swap
+from facegate.cli.swap_video import is_video_target, run_video_swap, start_lab_tables
 from facegate.engine.errors import EngineError, InvalidOptions
 from facegate.engine.image import ImageLimits, encode_image, load_image_file
 from facegate.engine.pipeline import PipelineSpec
@@ -203,17 +203,16 @@ def run_swap(
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidOptions(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    tables = start_lab_tables()
     limits = ImageLimits()
     *source_paths, target_path = paths
     sources = [load_image_file(path, limits).frame for path in source_paths]
     target = load_image_file(target_path, limits)
     ref = load_image_file(reference, limits).frame if reference else None
     counts: dict[str, int] = {}
-    result = (
-        installation_engine(get_settings())
-        .pipeline(spec)
-        .run_image(sources, target.frame, reference=ref, counts=counts)
-    )
+    pipeline = installation_engine(get_settings()).pipeline(spec)
+    tables.join()
+    result = pipeline.run_image(sources, target.frame, reference=ref, counts=counts)
     fmt = spec.output.format or "jpeg"
     data = encode_image(result, fmt, spec.output.quality, alpha=target.alpha)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.image import ImageLimits, load_image_file
 from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.swap.color import build_lab_tables
 from facegate.engine.video import VideoProgress, is_video_file
 from facegate.engine.video.options import container_for
 from facegate.models.requests import installation_engine
@@ -22,6 +24,14 @@ from facegate.settings import get_settings
 def is_video_target(path: Path) -> bool:
     """Decided by the file's content, never its name (a missing file is not a video)."""
     return path.is_file() and is_video_file(path)
+
+
+def start_lab_tables() -> threading.Thread:
+    """OpenCV's L*a*b* tables built on a thread (``color.build_lab_tables``): the caller
+    reads its inputs and builds the engine meanwhile, then joins it before the first swap."""
+    tables = threading.Thread(target=build_lab_tables, name="lab-tables", daemon=True)
+    tables.start()
+    return tables
 
 
 def run_video_swap(
@@ -40,11 +50,14 @@ def run_video_swap(
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidOptions(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    tables = start_lab_tables()
     limits = ImageLimits()
     *source_paths, target_path = paths
     sources = [load_image_file(path, limits).frame for path in source_paths]
     ref = load_image_file(reference, limits).frame if reference else None
     output.parent.mkdir(parents=True, exist_ok=True)
+    pipeline = installation_engine(get_settings()).pipeline(spec)
+    tables.join()
     sink: TextIO = sys.stderr if show_progress else io.StringIO()
     with click.progressbar(length=1, label="swapping", show_pos=True, file=sink) as bar:
 
@@ -53,11 +66,7 @@ def run_video_swap(
             bar.update(progress.frames_done - bar.pos)
             bar.label = f"swapping {progress.fps:5.1f} fps"
 
-        result = (
-            installation_engine(get_settings())
-            .pipeline(spec)
-            .run_video(sources, target_path, output, reference=ref, on_progress=report)
-        )
+        result = pipeline.run_video(sources, target_path, output, reference=ref, on_progress=report)
     return {
         "frames": result.frames,
         "width": result.width,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -195,12 +196,15 @@ class FaceAnalyser:
             pool = self._pool
         return list(pool.map(lambda item: work(self._graphs(), item), items))
 
-    def analyse(self, frame: Frame) -> list[Face]:
-        """Every face of a BGR frame, filtered and ordered by the options."""
+    def analyse(self, frame: Frame, timings: dict[str, float] | None = None) -> list[Face]:
+        """Every face of a BGR frame, filtered and ordered by the options. ``timings``, when
+        given, receives the seconds of its two stages (``detect``, ``mesh``)."""
+        started = time.perf_counter()
         graphs = self._graphs()
         pyramid = Pyramid(frame)
         found = detect_faces(graphs, pyramid, self.options, self.each)
         detections = nms(found, self.options.nms_iou)
+        detected = time.perf_counter()
         meshed = self.each(lambda g, det: mesh_face(g, frame, det, self.options), detections)
         faces = [face for face in meshed if face is not None]
         if not detections:
@@ -211,6 +215,9 @@ class FaceAnalyser:
         faces = sort_faces(faces, self.options.order)
         if self.options.max_faces > 0:
             faces = faces[: self.options.max_faces]
+        if timings is not None:
+            timings["detect"] = timings.get("detect", 0.0) + detected - started
+            timings["mesh"] = timings.get("mesh", 0.0) + time.perf_counter() - detected
         return faces
 
 

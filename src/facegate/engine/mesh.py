@@ -19,7 +19,10 @@ Everything here is an immutable (read-only) numpy array of landmark indices:
   fails there. Instead the mesh graph is laid out flat (Tutte embedding with the face oval
   pinned on a circle), which is symmetric up to those small local differences, and each point
   is matched to the reflection of its partner by an optimal assignment (largest residual 0.03
-  of the layout's radius). The 10 iris points are paired by their documented order.
+  of the layout's radius). The 10 iris points are paired by their documented order. The
+  assignment's result is kept as a table (``_MIRROR_TABLE``): solving it needs scipy, whose
+  import cost a third of a second of every command's start;
+  ``tests/engine/test_mesh.py`` solves it again and compares.
 - ``MIRROR_PAIRS`` (225, 2) int32: (subject's right, subject's left) for every point off the
   midline; ``MIDLINE`` (28,) the points on it.
 - ``NOSE_TIP``, ``MOUTH_RIGHT``/``MOUTH_LEFT``, ``FOREHEAD_TOP``/``CHIN``: single landmarks.
@@ -32,7 +35,6 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 from mediapipe.python.solutions import face_mesh_connections as _conn
-from scipy.optimize import linear_sum_assignment
 
 from facegate.engine.types import frozen
 
@@ -107,10 +109,37 @@ def _orient(
     return oriented
 
 
+#: The optimal assignment of each of the 468 mesh points to the reflection of its partner in
+#: the flat layout (``tests/engine/test_mesh.py`` recomputes it with scipy's
+#: ``linear_sum_assignment`` on ``_LAYOUT`` and compares).
+_MIRROR_TABLE = """
+0 1 2 248 4 5 6 249 8 9 10 11 12 13 14 15 16 17 18 19 250 251 252 253 254 255 256 257 258
+259 260 261 262 263 264 265 266 267 268 269 270 271 272 273 274 275 276 277 278 279 280 281
+282 283 284 285 286 287 288 289 290 291 292 293 294 295 296 297 298 299 300 301 302 303 304
+305 306 307 308 309 310 311 312 313 314 315 316 317 318 319 320 321 322 323 94 324 325 326
+327 328 329 330 331 332 333 334 335 336 337 338 339 340 341 342 343 344 345 346 347 348 349
+350 351 352 353 354 355 356 357 358 359 360 361 362 363 364 365 366 367 368 369 370 371 372
+373 374 375 376 377 378 379 151 152 380 381 382 383 384 385 386 387 388 389 390 164 391 392
+393 168 394 395 396 397 398 399 175 400 401 402 403 404 405 406 407 408 409 410 411 412 413
+414 415 416 417 418 195 419 197 420 199 200 421 422 423 424 425 426 427 428 429 430 431 432
+433 434 435 436 437 438 439 440 441 442 443 444 445 446 447 448 449 450 451 452 453 454 455
+456 457 458 459 460 461 462 463 464 465 466 467 3 7 20 21 22 23 24 25 26 27 28 29 30 31 32
+33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 95
+96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119
+120 121 122 123 124 125 126 127 128 129 130 131 132 133 134 135 136 137 138 139 140 141 142
+143 144 145 146 147 148 149 150 153 154 155 156 157 158 159 160 161 162 163 165 166 167 169
+170 171 172 173 174 176 177 178 179 180 181 182 183 184 185 186 187 188 189 190 191 192 193
+194 196 198 201 202 203 204 205 206 207 208 209 210 211 212 213 214 215 216 217 218 219 220
+221 222 223 224 225 226 227 228 229 230 231 232 233 234 235 236 237 238 239 240 241 242 243
+244 245 246 247
+"""
+
+
 def _mirror(layout: npt.NDArray[np.float64]) -> npt.NDArray[np.int32]:
-    reflected = layout * np.array([-1.0, 1.0])
-    cost = np.linalg.norm(reflected[:, None, :] - layout[None, :, :], axis=2)
-    _, partner = linear_sum_assignment(cost)
+    partner = np.array(_MIRROR_TABLE.split(), dtype=np.int32)
+    if len(partner) != len(layout):
+        raise RuntimeError("face mesh mirror table does not match the tessellation")
     mirror = np.arange(N_LANDMARKS, dtype=np.int32)
     mirror[: len(partner)] = partner
     # The iris points are not in the tessellation: centre 468 <-> 473; the 4 ring points are

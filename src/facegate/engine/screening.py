@@ -15,7 +15,11 @@ arrives, so it decides on frame *k* when frame *k + 1* is offered. The last fram
 checked (its display time is unknown).
 
 :class:`VideoScreen` reduces each picked frame to the classifier's input (224², the frame
-is not kept) and scores them in batches through :class:`~facegate.engine.moderation.Moderator`.
+is not kept) and scores them in batches through :class:`~facegate.engine.moderation.Moderator`,
+on a thread of its own: the caller (a video's encoding thread, in frame order) hands a batch
+over and goes on encoding while the classifier runs (~0.5 s for 8 frames on the 2-core
+machine: a stall of the encoder every 4 s of video when run in line); :meth:`close` waits
+for every batch.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -117,15 +122,21 @@ class VideoScreen:
         self.sampler = FrameSampler(
             policy.video_gap_seconds, gap_frames(policy.video_gap_seconds), rng
         )
-        self.scores: list[float] = []
+        self.scores: list[float] = []  # of the batches scored so far, in frame order
         self.checked: list[int] = []  # indices of the checked frames, in order
         self._batch: list[npt.NDArray[np.float32]] = []
         self._held: _Held | None = None
         self._seen = 0
+        self._scoring: list[Future[list[float]]] = []  # batches handed over, in order
+        # One thread per screen, made with its first batch; a screen dropped unclosed (a
+        # failed run) lets it end with the executor.
+        self._scorer: ThreadPoolExecutor | None = None
 
     @property
     def blocked(self) -> bool:
-        """Refused already, whatever the rest holds (``reject_ratio`` 0 and a flagged frame)."""
+        """Refused already, whatever the rest holds (``reject_ratio`` 0 and a flagged frame
+        among the batches scored so far)."""
+        self._collect(wait=False)
         return self.policy.reject_ratio == 0 and any(
             score >= self.policy.threshold for score in self.scores
         )
@@ -143,9 +154,17 @@ class VideoScreen:
             self._take(self._held)
         self._held = None
         self._flush()
+        try:
+            self._collect(wait=True)
+        finally:
+            if self._scorer is not None:
+                self._scorer.shutdown(wait=False, cancel_futures=True)
+                self._scorer = None
         return self.result()
 
     def result(self) -> ModerationResult:
+        """The verdict on the frames scored so far (all of them after :meth:`close`)."""
+        self._collect(wait=False)
         return self.moderator.judge(self.what, tuple(self.scores), self.policy)
 
     def _take(self, held: _Held) -> None:
@@ -156,9 +175,19 @@ class VideoScreen:
 
     def _flush(self) -> None:
         if self._batch:
-            scores = forward_open_nsfw(self.moderator.model, np.stack(self._batch))
-            self.scores.extend(float(row[1]) for row in scores)
-            self._batch = []
+            batch, self._batch = np.stack(self._batch), []
+            if self._scorer is None:
+                self._scorer = ThreadPoolExecutor(1, thread_name_prefix="moderation")
+            self._scoring.append(self._scorer.submit(self._score, batch))
+
+    def _score(self, batch: npt.NDArray[np.float32]) -> list[float]:
+        return [float(row[1]) for row in forward_open_nsfw(self.moderator.model, batch)]
+
+    def _collect(self, wait: bool) -> None:
+        """Move the scores of the batches done (all, with ``wait``) into ``scores``, in order;
+        a batch that failed raises here."""
+        while self._scoring and (wait or self._scoring[0].done()):
+            self.scores.extend(self._scoring.pop(0).result())
 
 
 def _const(frame: Frame) -> Callable[[], Frame]:

@@ -4,6 +4,8 @@ id)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from facegate.engine.errors import InvalidOptions, ModelUnavailable
 from facegate.engine.modelstore.inference import PoolSettings, available_providers
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy
@@ -12,7 +14,9 @@ from facegate.errors import InvalidSettings
 from facegate.models.installed import installation_model_store
 from facegate.observability import metrics
 from facegate.settings import Settings
-from facegate.tenancy.tables import Policy
+
+if TYPE_CHECKING:  # the table's class only types the policy: `facegate swap` loads no ORM
+    from facegate.tenancy.tables import Policy
 
 
 def tag_policy_of(policy: Policy) -> TagPolicy | None:
@@ -36,12 +40,14 @@ def model_request_for(tenant_id: str, job_id: str, policy: Policy) -> ModelReque
 def inference_pool_settings(settings: Settings) -> PoolSettings:
     """The inference pool's threads, memory bound and device (``FACEGATE_INFERENCE_*``).
     :class:`InvalidSettings` when the device is ``cuda`` and this onnxruntime cannot run
-    on it: the process stops at start rather than fail each job."""
-    try:
-        available_providers(settings.inference_device)
-    except ModelUnavailable as exc:
-        device = settings.inference_device
-        raise InvalidSettings(f"FACEGATE_INFERENCE_DEVICE={device}: {exc}") from None
+    on it: the process stops at start rather than fail each job. Only ``cuda`` can fail:
+    other devices are not checked here, so a process that runs no ONNX model (``facegate
+    swap`` with the built-in swapper) never loads onnxruntime."""
+    if settings.inference_device == "cuda":
+        try:
+            available_providers(settings.inference_device)
+        except ModelUnavailable as exc:
+            raise InvalidSettings(f"FACEGATE_INFERENCE_DEVICE=cuda: {exc}") from None
     return PoolSettings(
         max_bytes=settings.inference_max_bytes,
         intra_op_threads=settings.inference_intra_op_threads,

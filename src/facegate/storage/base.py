@@ -17,6 +17,9 @@ from typing import BinaryIO, Protocol, runtime_checkable
 
 from facegate.errors import OutOfStorage
 
+#: A tenant id as it may appear in a storage key (``storage.tenant`` builds every key).
+TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+
 # Segments of letters, digits, dot, dash and underscore, separated by single slashes; no
 # segment may start with a dot (so no "." / ".." and no hidden files), no leading slash.
 KEY_PATTERN = re.compile(

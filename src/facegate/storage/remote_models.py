@@ -30,6 +30,7 @@ from facegate.engine.errors import ModelUnavailable
 from facegate.engine.modelstore.manifest import ModelFile, ModelVersion, parse_manifest
 from facegate.engine.modelstore.store import ModelStore
 from facegate.storage.base import (
+    TENANT_PATTERN,
     InvalidKey,
     ObjectNotFound,
     ObjectStore,
@@ -37,7 +38,6 @@ from facegate.storage.base import (
     check_key,
     file_chunks,
 )
-from facegate.storage.tenant import TENANT_PATTERN
 
 MANIFEST = "manifest.json"
 #: How long a listing is trusted before the object storage is asked again: a model uploaded

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.storage.base import (
+    TENANT_PATTERN,
     InvalidKey,
     ObjectNotFound,
     ObjectStore,
@@ -38,7 +39,6 @@ Kind = Literal["inputs", "outputs", "previews", "faces"]
 RETAINED_KINDS: tuple[str, ...] = ("inputs", "outputs", "previews")
 KINDS: frozenset[str] = frozenset(get_args(Kind))
 
-TENANT_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 NAME_PATTERN = re.compile(
     r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview|manifest|image|face)"
     r"(?:\.(?:jpg|png|webp|mp4|webm|c2pa))?$"

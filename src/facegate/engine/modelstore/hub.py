@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy.typing as npt
-import onnxruntime as ort
 
 from facegate.engine.modelstore.inference import InferencePool
 from facegate.engine.modelstore.manifest import ModelVersion
 from facegate.engine.modelstore.store import ModelStore
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 
 class OnnxModel:

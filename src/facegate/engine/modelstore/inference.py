@@ -21,11 +21,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import onnxruntime as ort
+from typing import TYPE_CHECKING, Any, Literal
 
 from facegate.engine.errors import ModelUnavailable
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 Device = Literal["auto", "cuda", "cpu"]
 PREFERRED_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
@@ -39,7 +40,9 @@ def available_providers(device: Device = "auto") -> tuple[str, ...]:
     """The execution providers to use for ``device``, best first, among those installed.
     ``ModelUnavailable`` for ``cuda`` without onnxruntime's CUDA provider (onnxruntime would
     otherwise take an empty list as "whatever is installed" and run on the CPU)."""
-    installed = ort.get_available_providers()
+    import onnxruntime  # optional: a process that runs no ONNX model never loads the runtime
+
+    installed = onnxruntime.get_available_providers()
     if device == "cuda":
         if PREFERRED_PROVIDERS[0] not in installed:
             raise ModelUnavailable(
@@ -165,6 +168,8 @@ class InferencePool:
             self.stats.evictions += 1
 
     def _load_onnx(self, path: Path, providers: tuple[str, ...]) -> ort.InferenceSession:
+        import onnxruntime as ort  # optional: loaded with the first ONNX model, not at start
+
         if PREFERRED_PROVIDERS[0] in providers:
             load_cuda_libraries()
         options = ort.SessionOptions()

@@ -152,7 +152,12 @@ class OnnxSwapBackend:
         return OnnxSource(raw, norm, image, models)
 
     def swap_face(
-        self, frame: Frame, source_state: object, target_face: Face, options: Any
+        self,
+        frame: Frame,
+        source_state: object,
+        target_face: Face,
+        options: Any,
+        timings: dict[str, float] | None = None,  # one stage (the model's): none recorded
     ) -> Frame:
         assert isinstance(source_state, OnnxSource)
         size = self.spec.size

@@ -93,6 +93,8 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
         backend: SwapBackend = state["backend"]
         sources: list[object] = state["sources"]
         original = frame
+        # The backend's stages, reported as "face_swapper.<stage>" (benchmarks' breakdown).
+        timings: dict[str, float] | None = {} if ctx.on_stage is not None else None
         if ctx.selected:
             # One copy per frame: the backends paste into it (the caller's frame, e.g. the
             # pipeline's original kept for the expression restorer, stays untouched).
@@ -107,9 +109,12 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
             # Occluders are found on the incoming frame: a neighbour's swap may have
             # pasted over this face's surroundings already.
             occluders = self.occlusion().mask(original, target_face) if options.occlusion else None
-            frame = backend.swap_face(frame, sources[source_index], target_face, options)
+            frame = backend.swap_face(frame, sources[source_index], target_face, options, timings)
             if occluders is not None:
                 frame = keep_occluders(frame, original, occluders)
+        if ctx.on_stage is not None and timings:
+            for stage, seconds in timings.items():
+                ctx.on_stage(f"{self.name}.{stage}", seconds)
         return frame
 
     def release(self) -> None:

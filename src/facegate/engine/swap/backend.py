@@ -41,9 +41,15 @@ class SwapBackend(Protocol):
         ...
 
     def swap_face(
-        self, frame: Frame, source_state: object, target_face: Face, options: FaceSwapperOptions
+        self,
+        frame: Frame,
+        source_state: object,
+        target_face: Face,
+        options: FaceSwapperOptions,
+        timings: dict[str, float] | None = None,
     ) -> Frame:
-        """``frame`` with ``target_face`` replaced by the prepared identity.
+        """``frame`` with ``target_face`` replaced by the prepared identity; ``timings``, when
+        given, receives the seconds each of the backend's stages took (added to what it holds).
 
         The backend may write into ``frame`` and return it: the caller passes a frame it
         owns (``face_swapper`` copies each frame once, however many faces it swaps, instead

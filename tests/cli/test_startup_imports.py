@@ -1,0 +1,83 @@
+"""What `facegate swap` loads before it has swapped: a guard on the command's cold start.
+
+A fresh interpreter runs the command on one photo and lists the modules it ended with. The
+service's own stack (the ORM and its migrations, the HTTP framework), onnxruntime (the
+built-in swapper runs no ONNX model) and scipy (``engine.mesh`` keeps its table) each cost a
+part of the 1.5 s the command may take from start to file written (issue 28); none of them
+may come back. Counting modules, not seconds: the check holds on a loaded machine too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.testdata import FACES
+
+import facegate
+
+SRC = Path(facegate.__file__).resolve().parents[1]
+#: Never loaded by `facegate swap` with the built-in swapper: name -> why it is not needed.
+NOT_AT_START = {
+    "sqlalchemy": "the service's database; the engine alone writes a file",
+    "alembic": "migrations",
+    "fastapi": "the HTTP layer",
+    "starlette": "the HTTP layer",
+    "onnxruntime": "no ONNX model runs for mesh_warp",
+    "scipy": "engine.mesh keeps the mirror assignment as a table",
+    "boto3": "S3 storage",
+}
+
+LIST_MODULES = """
+import json, sys
+{body}
+print(json.dumps(sorted(name.split(".")[0] for name in sys.modules)))
+"""
+
+
+def loaded_after(body: str, cwd: Path) -> set[str]:
+    """The top-level packages a fresh interpreter has loaded after running ``body``."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "FACEGATE_DATA_DIR": str(cwd / "var")}
+    done = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES.format(body=body)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    names: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return set(names)
+
+
+def test_facegate_swap_of_one_photo_loads_nothing_it_does_not_use(tmp_path: Path) -> None:
+    out = tmp_path / "out.jpg"
+    argv = [
+        "facegate",
+        "swap",
+        str(FACES / "woman_a_selfie_frontal_01.jpg"),
+        str(FACES / "man_frontal_glasses.jpg"),
+        "-o",
+        str(out),
+        "-q",
+    ]
+    body = (
+        f"sys.argv = {argv!r}\n"
+        "from facegate.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+    )
+    loaded = loaded_after(body, tmp_path)
+    assert out.is_file()  # the command ran to the end
+    assert "mediapipe" in loaded  # (and the check sees what the command loads)
+    assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+@pytest.mark.parametrize("module", ["facegate.database", "facegate.api.app"])
+def test_the_check_sees_a_module_that_loads_the_service_stack(tmp_path: Path, module: str) -> None:
+    # Planted: what a stray import of either at the top of the swap path would add.
+    assert "sqlalchemy" in loaded_after(f"import {module}", tmp_path)
