@@ -48,6 +48,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.library.endpoints:router",
     "facegate.batches.endpoints:router",
     "facegate.templates.endpoints:router",
+    "facegate.takedown.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )
