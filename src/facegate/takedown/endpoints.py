@@ -5,23 +5,30 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from facegate.api.deps import AdminDep, SessionDep, get_state
+from facegate.api.deps import AdminDep, SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES
+from facegate.api.uploads import read_upload
 from facegate.errors import InvalidInput
+from facegate.jobs.runtime import tenant_store_for
 from facegate.observability import audit
 from facegate.observability.audit import record_audit
+from facegate.principal import TENANT_ADMIN, Principal
 from facegate.provenance.endpoints import installation_keys
 from facegate.takedown.erasure import erase_tenant
 from facegate.takedown.export import export_tenant
+from facegate.takedown.repository import TakedownRepository
 from facegate.takedown.runtime import object_store_for, redis_keys_for
+from facegate.takedown.service import case_out, get_case, match_case, remove_case
 
 router = APIRouter(tags=["trust and safety"], responses=PROBLEM_RESPONSES)
+# The platform admin (every case) or a tenant's admin (its own cases).
+TenantAdminOrAdmin = Annotated[Principal, scoped(TENANT_ADMIN)]
 
 
 class EraseRequest(BaseModel):
@@ -91,3 +98,54 @@ def erase(
         admin,
         redis=redis_keys_for(state.settings),
     )
+
+
+@router.get("/v1/takedown/cases")
+def list_cases(
+    session: SessionDep, principal: TenantAdminOrAdmin, status: str | None = None
+) -> list[dict[str, Any]]:
+    """Takedown cases, newest first: every case for the platform admin, the tenant's own
+    for its admin (``tenant:admin``)."""
+    scope = None if principal.is_admin else principal.tenant_id
+    cases = TakedownRepository(session).cases(scope, [status] if status else [])
+    return [case_out(session, case) for case in cases]
+
+
+@router.get("/v1/takedown/cases/{case_id}")
+def get_one(case_id: str, session: SessionDep, principal: TenantAdminOrAdmin) -> dict[str, Any]:
+    return case_out(session, get_case(session, principal, case_id))
+
+
+@router.post("/v1/takedown/cases/{case_id}/match")
+def match(
+    case_id: str,
+    request: Request,
+    session: SessionDep,
+    principal: TenantAdminOrAdmin,
+    photo: Annotated[UploadFile | None, File(description="A photo of the person")] = None,
+    platform: Annotated[bool, Form(description="Search every tenant (platform admin)")] = False,
+) -> dict[str, Any]:
+    """List every job whose source face is the reported person (the reported job's
+    retained source, and the photo when given), with the recogniser's distance."""
+    state = get_state(request)
+    data = None if photo is None else read_upload(photo, state.settings.verify_max_bytes)
+    return match_case(
+        session,
+        tenant_store_for(state.settings),
+        state.face_engine,
+        installation_keys(state.settings.provenance_path),
+        principal,
+        case_id,
+        photo=data,
+        platform=platform,
+    )
+
+
+@router.post("/v1/takedown/cases/{case_id}/remove")
+def remove(
+    case_id: str, request: Request, session: SessionDep, principal: TenantAdminOrAdmin
+) -> dict[str, Any]:
+    """Remove what the case matched: results and inputs deleted, jobs answer 410 naming
+    the case, the tenants told (webhook ``job.removed``, audit); the face and the images
+    are refused as sources from now on."""
+    return remove_case(session, tenant_store_for(get_state(request).settings), principal, case_id)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 from sqlalchemy.orm import Session
 
@@ -30,6 +31,8 @@ from facegate.storage.tenant import TenantStore
 #: Sources are decoded under these limits whatever the tenant's policy was (they were
 #: accepted under it); a larger one is not compared.
 SCAN_LIMITS = ImageLimits(max_bytes=200 * 1024 * 1024, max_pixels=200_000_000)
+#: The longer side images are reduced to before their faces are described.
+DESCRIBE_SIDE = 640
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,14 @@ def describe_image(engine: EngineRuntime, data: bytes) -> list[FloatArray]:
         frame = load_image(data, SCAN_LIMITS).frame
     except (EngineError, ValueError):
         return []
+    side = max(frame.shape[:2])
+    if side > DESCRIBE_SIDE:
+        # The recogniser's chip is 150 px: a face in a 640 px copy has all it needs, and the
+        # analysis costs a fraction (the scan's time is this function's).
+        scale = DESCRIBE_SIDE / side
+        frame = np.asarray(
+            cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA), np.uint8
+        )
     return describe_frame(engine, frame)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import Connection, Select, delete, or_, select
 from sqlalchemy.orm import Session
@@ -81,11 +82,16 @@ class TakedownRepository:
     @classmethod
     def removal(
         cls, bind: Session | Connection, tenant_id: str, job_id: uuid.UUID
-    ) -> TakedownRemoval | None:
-        """Why a job of the tenant is gone (None: it never existed, or left by retention)."""
-        stmt = cls.removals_of(tenant_id).where(TakedownRemoval.job_id == job_id)
+    ) -> tuple[str, datetime] | None:
+        """Why a job of the tenant is gone: (case id, when), None when it never existed or
+        left by retention. Works on a Session and on a plain Connection alike."""
+        stmt = (
+            cls.removals_of(tenant_id)
+            .where(TakedownRemoval.job_id == job_id)
+            .with_only_columns(TakedownRemoval.case_id, TakedownRemoval.removed_at)
+        )
         row = bind.execute(stmt).first()
-        return None if row is None else row[0]
+        return None if row is None else (row[0], row[1])
 
     # blocks
     @staticmethod
