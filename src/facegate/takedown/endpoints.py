@@ -4,6 +4,7 @@ and takedown cases (the platform admin sees every case, a tenant's admin its own
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Iterator
 from typing import IO, Annotated, Any
 
@@ -20,11 +21,13 @@ from facegate.observability import audit
 from facegate.observability.audit import record_audit
 from facegate.principal import TENANT_ADMIN, Principal
 from facegate.provenance.endpoints import installation_keys
+from facegate.state import AppState
 from facegate.takedown.erasure import erase_tenant
 from facegate.takedown.export import export_tenant
 from facegate.takedown.repository import TakedownRepository
 from facegate.takedown.runtime import object_store_for, redis_keys_for
 from facegate.takedown.service import case_out, get_case, match_case, remove_case
+from facegate.takedown.subjects import erase_subject
 
 router = APIRouter(tags=["trust and safety"], responses=PROBLEM_RESPONSES)
 # The platform admin (every case) or a tenant's admin (its own cases).
@@ -90,6 +93,7 @@ def erase(
         raise InvalidInput("confirm must repeat the tenant's id", field="confirm")
     session.commit()  # end the request's transaction before the erasure's own
     state = get_state(request)
+    forget_tenant(state, tenant_id)
     return erase_tenant(
         state.session_factory,
         object_store_for(state.settings),
@@ -148,4 +152,47 @@ def remove(
     """Remove what the case matched: results and inputs deleted, jobs answer 410 naming
     the case, the tenants told (webhook ``job.removed``, audit); the face and the images
     are refused as sources from now on."""
-    return remove_case(session, tenant_store_for(get_state(request).settings), principal, case_id)
+    state = get_state(request)
+    removed = remove_case(session, tenant_store_for(state.settings), principal, case_id)
+    for tenant_id in {match["tenant_id"] for match in removed["matches"]}:
+        forget_tenant(state, tenant_id)
+    return removed
+
+
+def forget_tenant(state: AppState, tenant_id: str) -> None:
+    """Drop the tenant's analysed sources from this process's cache (the embedded workers';
+    a ``facegate worker`` process's bounded cache ages them out: docs/takedown.md)."""
+    state.face_engine.source_cache.forget(
+        lambda key: isinstance(key, tuple) and bool(key) and key[0] == tenant_id
+    )
+
+
+@router.post("/v1/subjects/erase")
+def erase_person(
+    request: Request,
+    session: SessionDep,
+    principal: TenantAdminOrAdmin,
+    photo: Annotated[UploadFile | None, File(description="A photo of the person")] = None,
+    face_id: Annotated[list[uuid.UUID] | None, Form(description="Saved faces of them")] = None,
+    tenant_id: Annotated[str | None, Form(description="Whose (platform admin)")] = None,
+) -> dict[str, Any]:
+    """Erase everything derived from one person's face in the tenant (GDPR Art. 17): saved
+    faces, jobs with their inputs and results, batch items, cached analyses; consent
+    attestations stay (image hash only). The answer is the signed receipt."""
+    if tenant_id is not None and not principal.is_admin:
+        raise InvalidInput("only the platform admin names another tenant", field="tenant_id")
+    state = get_state(request)
+    owner = tenant_id or principal.tenant_id
+    data = None if photo is None else read_upload(photo, state.settings.verify_max_bytes)
+    receipt = erase_subject(
+        session,
+        tenant_store_for(state.settings),
+        state.face_engine,
+        installation_keys(state.settings.provenance_path),
+        principal,
+        owner,
+        photo=data,
+        face_ids=face_id,
+    )
+    forget_tenant(state, owner)
+    return receipt

@@ -82,16 +82,18 @@ class TakedownRepository:
     @classmethod
     def removal(
         cls, bind: Session | Connection, tenant_id: str, job_id: uuid.UUID
-    ) -> tuple[str, datetime] | None:
-        """Why a job of the tenant is gone: (case id, when), None when it never existed or
-        left by retention. Works on a Session and on a plain Connection alike."""
+    ) -> tuple[str, str, datetime] | None:
+        """Why a job of the tenant is gone: (case or receipt id, reason, when); None when it
+        never existed or left by retention. Works on a Session and a plain Connection."""
         stmt = (
             cls.removals_of(tenant_id)
             .where(TakedownRemoval.job_id == job_id)
-            .with_only_columns(TakedownRemoval.case_id, TakedownRemoval.removed_at)
+            .with_only_columns(
+                TakedownRemoval.case_id, TakedownRemoval.reason, TakedownRemoval.removed_at
+            )
         )
         row = bind.execute(stmt).first()
-        return None if row is None else (row[0], row[1])
+        return None if row is None else (row[0], row[1], row[2])
 
     # blocks
     @staticmethod

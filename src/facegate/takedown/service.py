@@ -351,7 +351,13 @@ def job_missing(bind: Any, tenant_id: str, job_id: uuid.UUID) -> ServiceError:
     removal = TakedownRepository.removal(bind, tenant_id, job_id)
     if removal is None:
         return NotFound("no such job")
-    case_id, removed_at = removal
+    case_id, reason, removed_at = removal
+    if reason == "erasure":
+        return Gone(
+            "the job was erased at the request of the person whose face it used",
+            erasure_id=case_id,
+            removed_at=removed_at.isoformat(),
+        )
     return Gone(
         "the job was removed by a takedown case", case_id=case_id, removed_at=removed_at.isoformat()
     )
