@@ -7,14 +7,18 @@ its receipt."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 from tests.api.jobhelpers import DEBUG_TENANT_POLICY, debug_options, photo, submit, wait_terminal
+from tests.motokit import moto_server
 from tests.takedown.takedownkit import add_job
 
 from facegate.database import session_scope, utcnow
@@ -33,6 +37,19 @@ from facegate.worker.embedded import workers_service
 pytestmark = pytest.mark.timeout(300)
 PERSON = "woman_a_selfie_frontal_01.jpg"
 OTHER = "man_frontal_glasses.jpg"
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Iterator[str]:
+    with moto_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "facegate-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "facegate-test-secret")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 def removals_observed() -> float:
@@ -139,6 +156,13 @@ async def test_a_report_opens_a_case_that_removes_the_job(make_client: Any, tmp_
             data=debug_options(),
         )
         assert again.status_code == 451, again.text
+        saved = await h.client.post(
+            "/v1/faces/library",
+            files=[("image", ("me.jpg", photo(PERSON, 300), "image/jpeg"))],
+            data={"name": "Lead"},
+            headers=owner,
+        )
+        assert saved.status_code == 451, saved.text
 
 
 async def test_the_clock_gauge_sees_the_oldest_open_case(make_client: Any) -> None:
@@ -212,3 +236,29 @@ async def test_a_person_is_erased_inside_a_tenant_with_a_receipt(
         assert store.store.list(f"tenants/studio/faces/{saved_id}/") == []
         # Another tenant's job of the same face is not this tenant's to erase.
         assert len(store.store.list(f"tenants/beyond/inputs/{elsewhere}/")) == 2
+
+
+async def test_presigned_urls_stop_when_the_case_removes_the_object(
+    make_client: Any, tmp_path: Path, moto_endpoint: str, s3_credentials: None
+) -> None:
+    create_keys(tmp_path / "provenance")
+    storage_url = (
+        f"s3://fg-{uuid.uuid4().hex[:12]}?endpoint_url={moto_endpoint}&presign_seconds=300"
+    )
+    async with make_client(storage_url=storage_url, provenance_dir=tmp_path / "provenance") as h:
+        owner = h.headers("studio", ["jobs:read", "tenant:admin"])
+        store = tenant_store_for(h.state.settings)
+        with session_scope(h.state.session_factory) as session:
+            job = add_job(session, store, "studio", source=photo(PERSON, 320))
+            case_id = open_case(session, "test", tenant_id="studio", job_id=job).id
+        redirect = await h.client.get(f"/v1/jobs/{job}/result", headers=owner)
+        assert redirect.status_code == 307
+        url = redirect.headers["Location"]
+        assert httpx.get(url).content == b"result bytes"
+        matched = await h.client.post(f"/v1/takedown/cases/{case_id}/match", headers=owner)
+        assert [m["id"] for m in matched.json()["matches"]] == [str(job)]
+        removed = await h.client.post(f"/v1/takedown/cases/{case_id}/remove", headers=owner)
+        assert removed.json()["copies_left"] == 0
+        # The URL was signed for 300 s; the object it names is gone: it stops at once (S3
+        # answers 404, or 403 to a signer without the right to list the bucket).
+        assert httpx.get(url).status_code in (403, 404)
