@@ -58,6 +58,7 @@ def jpeg70(name: str) -> bytes:
     return np.asarray(encoded).tobytes()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not FACES.is_dir(), reason="needs ../shared/data/faces")
 async def test_one_takedown_finds_and_removes_every_job_of_the_face(
     make_client: MakeClient, tmp_path: Path

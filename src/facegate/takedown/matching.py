@@ -60,17 +60,20 @@ def describe_frame(engine: EngineRuntime, frame: Frame) -> list[FloatArray]:
     return [face.embedding for face in faces if face.embedding is not None]
 
 
-def describe_image(engine: EngineRuntime, data: bytes) -> list[FloatArray]:
-    """Descriptors of the faces of an encoded image ([] when it does not decode)."""
+def describe_image(
+    engine: EngineRuntime, data: bytes, side: int | None = DESCRIBE_SIDE
+) -> list[FloatArray]:
+    """Descriptors of the faces of an encoded image ([] when it does not decode), reduced to
+    ``side`` px on its longer side first (None: as it is)."""
     try:
         frame = load_image(data, SCAN_LIMITS).frame
     except (EngineError, ValueError):
         return []
-    side = max(frame.shape[:2])
-    if side > DESCRIBE_SIDE:
+    longer = max(frame.shape[:2])
+    if side is not None and longer > side:
         # The recogniser's chip is 150 px: a face in a 640 px copy has all it needs, and the
         # analysis costs a fraction (the scan's time is this function's).
-        scale = DESCRIBE_SIDE / side
+        scale = side / longer
         frame = np.asarray(
             cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA), np.uint8
         )
@@ -91,6 +94,7 @@ def scan(
     tenant_ids: Sequence[str],
     *,
     threshold: float = SAME_PERSON_DISTANCE,
+    describe_side: int | None = DESCRIBE_SIDE,
 ) -> ScanResult:
     """Every job (by its retained sources) and saved face of ``tenant_ids`` whose face is
     within ``threshold`` of one of the ``probe`` descriptors."""
@@ -107,7 +111,7 @@ def scan(
                 continue  # purged since the ledger was read
             digest = hashlib.sha256(data).digest()
             if digest not in by_sha:
-                by_sha[digest] = nearest(probe, describe_image(engine, data))
+                by_sha[digest] = nearest(probe, describe_image(engine, data, describe_side))
             distance = by_sha[digest]
             if distance is None or distance >= threshold:
                 continue
