@@ -24,6 +24,8 @@ from tests.takedown.takedownkit import add_job
 from facegate.database import session_scope, utcnow
 from facegate.jobs.runtime import tenant_store_for
 from facegate.library.tables import LibraryFace
+from facegate.observability.audit.chain import verify_chain
+from facegate.observability.audit.repository import AuditRepository
 from facegate.observability.audit.tables import AuditEvent
 from facegate.principal import ALL_SCOPES
 from facegate.provenance.keys import create_keys, load_keys
@@ -50,6 +52,12 @@ def s3_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "facegate-test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "facegate-test-secret")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def chain_ok(state: Any) -> bool:
+    with session_scope(state.session_factory, read_only=True) as session:
+        repository = AuditRepository(session)
+        return verify_chain(repository.scan(), repository.head()).ok
 
 
 def removals_observed() -> float:
@@ -147,6 +155,7 @@ async def test_a_report_opens_a_case_that_removes_the_job(make_client: Any, tmp_
             ("takedown.match", "studio"),
             ("takedown.remove", "studio"),
         ]
+        assert chain_ok(h.state)
         # The person's photo is refused as a source in this tenant from now on.
         again = await submit(
             h.client,
@@ -234,6 +243,7 @@ async def test_a_person_is_erased_inside_a_tenant_with_a_receipt(
         assert gone.json()["erasure_id"] == statement["id"]
         assert (await h.client.get(f"/v1/jobs/{others[0]}", headers=owner)).status_code == 200
         assert store.store.list(f"tenants/studio/faces/{saved_id}/") == []
+        assert chain_ok(h.state)
         # Another tenant's job of the same face is not this tenant's to erase.
         assert len(store.store.list(f"tenants/beyond/inputs/{elsewhere}/")) == 2
 

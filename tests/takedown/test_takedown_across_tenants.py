@@ -20,6 +20,8 @@ from tests.takedown.takedownkit import add_job
 
 from facegate.database import session_scope
 from facegate.jobs.runtime import tenant_store_for
+from facegate.observability.audit.chain import verify_chain
+from facegate.observability.audit.repository import AuditRepository
 from facegate.provenance.keys import create_keys
 from facegate.takedown.service import open_case
 
@@ -141,3 +143,6 @@ async def test_one_takedown_finds_and_removes_every_job_of_the_face(
             headers=alpha,
         )
         assert allowed.status_code == 202, allowed.text
+        with session_scope(h.state.session_factory, read_only=True) as session:
+            repository = AuditRepository(session)
+            assert verify_chain(repository.scan(), repository.head()).ok

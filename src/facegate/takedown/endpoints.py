@@ -16,7 +16,7 @@ from facegate.api.deps import AdminDep, SessionDep, get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES
 from facegate.api.uploads import read_upload
 from facegate.errors import InvalidInput
-from facegate.jobs.runtime import tenant_store_for
+from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.observability import audit
 from facegate.observability.audit import record_audit
 from facegate.principal import TENANT_ADMIN, Principal
@@ -133,8 +133,10 @@ def match(
     retained source, and the photo when given), with the recogniser's distance."""
     state = get_state(request)
     data = None if photo is None else read_upload(photo, state.settings.verify_max_bytes)
+    session.commit()  # the scan runs in its own read-only transaction, the write after it
     return match_case(
-        session,
+        state.session_factory,
+        write_sessions(state),
         tenant_store_for(state.settings),
         state.face_engine,
         installation_keys(state.settings.provenance_path),
@@ -184,8 +186,10 @@ def erase_person(
     state = get_state(request)
     owner = tenant_id or principal.tenant_id
     data = None if photo is None else read_upload(photo, state.settings.verify_max_bytes)
+    session.commit()  # the scan runs in its own read-only transaction, the erasure after it
     receipt = erase_subject(
-        session,
+        state.session_factory,
+        write_sessions(state),
         tenant_store_for(state.settings),
         state.face_engine,
         installation_keys(state.settings.provenance_path),

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from facegate.batches.repository import BatchRepository
-from facegate.database import utcnow
+from facegate.database import SessionFactory, session_scope, utcnow
 from facegate.engine.errors import EngineError
 from facegate.engine.identity import SAME_PERSON_DISTANCE
 from facegate.engine.image import load_image
@@ -119,7 +119,8 @@ def _job_sources(
 
 
 def match_case(
-    session: Session,
+    sessions: SessionFactory,
+    writes: SessionFactory,
     store: TenantStore,
     engine: EngineRuntime,
     keys: InstallationKeys,
@@ -131,69 +132,80 @@ def match_case(
 ) -> dict[str, Any]:
     """Find every job whose source face is the reported person: the reported job's retained
     source and/or ``photo`` against the retained sources and saved faces of the owning
-    tenant, or of every tenant (``platform``, the platform admin only)."""
-    case = get_case(session, principal, case_id)
-    if case.status != "open":
-        raise InvalidInput(f"the case is {case.status}", code="case-closed")
+    tenant, or of every tenant (``platform``, the platform admin only).
+
+    The scan (seconds to minutes) runs in a read-only transaction of ``sessions``; only the
+    matches are written, in a short transaction of ``writes`` (SQLite's write lock is never
+    held while faces are described)."""
     if platform and not principal.is_admin:
         raise InvalidInput("only the platform admin searches every tenant", field="platform")
-    probe: list[FloatArray] = []
-    if case.tenant_id is not None and case.job_id is not None:
-        for data in _job_sources(session, store.store, case.tenant_id, case.job_id):
-            probe.extend(describe_image(engine, data))
-    if photo is not None:
-        probe.extend(describe_image(engine, photo))
-    if not probe and case.probe is not None:
-        probe = unseal(keys, case.probe)
-    if not probe:
-        raise InvalidInput(
-            "no face to look for: the reported job's sources are no longer stored; send a "
-            "photo of the person",
-            code="no-face-to-match",
+    with session_scope(sessions, read_only=True) as session:
+        case = get_case(session, principal, case_id)
+        if case.status != "open":
+            raise InvalidInput(f"the case is {case.status}", code="case-closed")
+        probe: list[FloatArray] = []
+        if case.tenant_id is not None and case.job_id is not None:
+            for data in _job_sources(session, store.store, case.tenant_id, case.job_id):
+                probe.extend(describe_image(engine, data))
+        if photo is not None:
+            probe.extend(describe_image(engine, photo))
+        if not probe and case.probe is not None:
+            probe = unseal(keys, case.probe)
+        if not probe:
+            raise InvalidInput(
+                "no face to look for: the reported job's sources are no longer stored; send "
+                "a photo of the person",
+                code="no-face-to-match",
+            )
+        across = platform or case.tenant_id is None
+        if across:
+            if not principal.is_admin:
+                raise NotFound("no such takedown case")
+            tenants = [t.id for t in TenancyRepository(session).list_tenants() if not t.is_erased]
+        else:
+            tenants = [case.tenant_id] if case.tenant_id is not None else []
+        result = scan(session, store, engine, probe, tenants)
+    with session_scope(writes) as session:
+        case = get_case(session, principal, case_id)
+        if case.status != "open":
+            raise InvalidInput(f"the case is {case.status}", code="case-closed")
+        if across:
+            case.scope = "platform"
+        case.probe = seal(keys, probe)
+        rows = [
+            TakedownMatch(
+                case_id=case.id,
+                item_id=m.item_id,
+                kind=m.kind,
+                tenant_id=m.tenant_id,
+                distance=round(m.distance, 4),
+            )
+            for m in result.matches
+        ]
+        TakedownRepository(session).replace_matches(case.id, rows)
+        record_audit(
+            session,
+            principal,
+            audit.TAKEDOWN_MATCH,
+            f"takedown:{case.id}",
+            {
+                "scope": case.scope,
+                "jobs": sum(m.kind == "job" for m in result.matches),
+                "faces": sum(m.kind == "face" for m in result.matches),
+                "jobs_compared": result.jobs_compared,
+                "photo": photo is not None,
+            },
+            tenant_id=case.tenant_id,
         )
-    if platform or case.tenant_id is None:
-        if not principal.is_admin:
-            raise NotFound("no such takedown case")
-        tenants = [t.id for t in TenancyRepository(session).list_tenants() if not t.is_erased]
-        case.scope = "platform"
-    else:
-        tenants = [case.tenant_id]
-    result = scan(session, store, engine, probe, tenants)
-    case.probe = seal(keys, probe)
-    rows = [
-        TakedownMatch(
-            case_id=case.id,
-            item_id=m.item_id,
-            kind=m.kind,
-            tenant_id=m.tenant_id,
-            distance=round(m.distance, 4),
-        )
-        for m in result.matches
-    ]
-    TakedownRepository(session).replace_matches(case.id, rows)
-    record_audit(
-        session,
-        principal,
-        audit.TAKEDOWN_MATCH,
-        f"takedown:{case.id}",
-        {
-            "scope": case.scope,
-            "jobs": sum(m.kind == "job" for m in result.matches),
-            "faces": sum(m.kind == "face" for m in result.matches),
-            "jobs_compared": result.jobs_compared,
-            "photo": photo is not None,
-        },
-        tenant_id=case.tenant_id,
-    )
-    return {
-        **case_out(session, case),
-        "scan": {
-            "sources_compared": result.sources_compared,
-            "jobs_compared": result.jobs_compared,
-            "faces_compared": result.faces_compared,
-            "seconds": round(result.seconds, 3),
-        },
-    }
+        return {
+            **case_out(session, case),
+            "scan": {
+                "sources_compared": result.sources_compared,
+                "jobs_compared": result.jobs_compared,
+                "faces_compared": result.faces_compared,
+                "seconds": round(result.seconds, 3),
+            },
+        }
 
 
 def case_out(session: Session, case: TakedownCase) -> dict[str, Any]:

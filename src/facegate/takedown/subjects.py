@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from facegate.batches.repository import BatchRepository
-from facegate.database import utcnow
+from facegate.database import SessionFactory, session_scope, utcnow
 from facegate.engine.identity import LEARNED
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import FloatArray
@@ -36,7 +36,7 @@ from facegate.storage.base import ObjectNotFound
 from facegate.storage.repository import StoredObjectRepository
 from facegate.storage.tenant import KINDS, TenantStore
 from facegate.takedown.erasure import RECEIPT_FORMAT
-from facegate.takedown.matching import describe_image, scan
+from facegate.takedown.matching import ScanResult, describe_image, scan
 from facegate.takedown.tables import TakedownRemoval
 
 
@@ -75,7 +75,8 @@ def _erase_objects(store: TenantStore, tenant_id: str, item_id: uuid.UUID) -> Co
 
 
 def erase_subject(
-    session: Session,
+    sessions: SessionFactory,
+    writes: SessionFactory,
     store: TenantStore,
     engine: EngineRuntime,
     keys: InstallationKeys,
@@ -85,10 +86,25 @@ def erase_subject(
     photo: bytes | None = None,
     face_ids: list[uuid.UUID] | None = None,
 ) -> dict[str, Any]:
-    """Erase the person (module docstring) in the caller's transaction; the signed receipt."""
+    """Erase the person (module docstring); the signed receipt. The scan runs in a
+    read-only transaction, the erasure in one short write transaction after it."""
     face_ids = list(face_ids or [])
-    probe = _probe(session, engine, tenant_id, photo, face_ids)
-    found = scan(session, store, engine, probe, [tenant_id])
+    with session_scope(sessions, read_only=True) as session:
+        probe = _probe(session, engine, tenant_id, photo, face_ids)
+        found = scan(session, store, engine, probe, [tenant_id])
+    with session_scope(writes) as session:
+        return _erase(session, store, keys, principal, tenant_id, found, face_ids)
+
+
+def _erase(
+    session: Session,
+    store: TenantStore,
+    keys: InstallationKeys,
+    principal: Principal,
+    tenant_id: str,
+    found: ScanResult,
+    face_ids: list[uuid.UUID],
+) -> dict[str, Any]:
     jobs = sorted({m.item_id for m in found.matches if m.kind == "job"})
     faces = sorted({m.item_id for m in found.matches if m.kind == "face"} | set(face_ids))
     receipt_id = secrets.token_hex(16)
