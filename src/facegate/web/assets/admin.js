@@ -33,7 +33,7 @@ export async function showAdmin() {
   await loadTenants();
   if (state.selected) await selectTenant(state.selected);
   await loadUsage();
-  await loadTakedown();
+  await loadTakedown(loadAudit);
   await loadAudit();
 }
 

@@ -7,6 +7,8 @@ import { ApiError, api, upload } from "./api.js";
 import { $, announce, formatTime, h, showError } from "./dom.js";
 
 const HOUR = 3600;
+// What else the admin view refreshes after a step (its audit log).
+let refreshOthers = async () => {};
 
 function clock(item) {
   const hours = item.elapsed_seconds / HOUR;
@@ -43,9 +45,12 @@ async function act(item, step) {
     showError(error, failure.message);
   }
   await loadTakedown();
+  await refreshOthers();
 }
 
-export async function loadTakedown() {
+/** The cases card; ``onChange`` runs after a find or a removal (the audit log). */
+export async function loadTakedown(onChange) {
+  if (onChange) refreshOthers = onChange;
   const card = $("#takedown-card");
   let cases;
   try {
