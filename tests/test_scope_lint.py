@@ -51,6 +51,14 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
         {"readable_deliveries", "due_tenants", "delivery"},
     ),
     "ConsentAttestation": ("consent/repository.py", {"readable_statement"}),
+    # The platform admin's case queue and the takedown clock read every case; a tenant's
+    # admin its own. (A tenant's erasure and export walk every table with a tenant_id
+    # through the metadata, by design: takedown/erasure.py, takedown/export.py.)
+    "TakedownCase": ("takedown/repository.py", {"readable_statement", "platform_statement"}),
+    "TakedownMatch": ("takedown/repository.py", {"matches_statement"}),
+    "TakedownRemoval": ("takedown/repository.py", {"removals_of"}),
+    # A source is checked against its tenant's blocks and the platform's.
+    "TakedownBlock": ("takedown/repository.py", {"blocks_for"}),
     # Tracing a file looks its mark up by what the file carries, whoever made it.
     "ProvenanceMark": (
         "provenance/repository.py",

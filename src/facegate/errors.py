@@ -62,6 +62,18 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class Gone(ServiceError):
+    """It existed and was removed on purpose (a takedown): 410, naming the case."""
+
+    code = "gone"
+
+
+class ContentTakenDown(ServiceError):
+    """An input is a taken-down image or face: 451 Unavailable For Legal Reasons."""
+
+    code = "content-taken-down"
+
+
 class InvalidInput(ServiceError):
     """Well-formed, but refused: options, a consent attestation, a model file, a cursor."""
 

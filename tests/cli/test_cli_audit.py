@@ -39,6 +39,8 @@ ADMIN_COMMANDS = {
     "bans unban",
     "provenance init",
     "provenance rotate",
+    "tenant export",
+    "tenant erase",
     # --apply is audited (storage.reconcile): tests/storage/test_reconcile.py
     "storage reconcile",
 }
@@ -56,6 +58,8 @@ OTHER_COMMANDS = {
     "deploy overlay",
     "jobs list",
     "key list",
+    # Checks a signed erasure receipt against the CA and the audit chain; changes nothing.
+    "receipt verify",
     "models list",
     "models verify",
     "serve",
@@ -115,7 +119,11 @@ def test_cli_actor_is_the_os_user() -> None:
 
 
 def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(
+        tmp_path,
+        FACEGATE_STORAGE_URL=f"file://{tmp_path}/storage",
+        FACEGATE_PROVENANCE_DIR=str(tmp_path / "provenance"),
+    )
     tenants = tmp_path / "tenants.yaml"
     document: dict[str, Any] = {"id": "acme", "policy": {"max_concurrent_jobs": 2}}
     tenants.write_text(yaml.safe_dump(document))
@@ -142,6 +150,9 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
 
     cli("provenance", "init", "--dir", str(tmp_path / "provenance"))
     cli("provenance", "rotate", "--dir", str(tmp_path / "provenance"))
+    cli("tenant", "export", "acme", "-o", str(tmp_path / "acme.zip"))
+    cli("tenant", "erase", "acme", "--yes", "-o", str(tmp_path / "receipt.json"))
+    assert cli("receipt", "verify", str(tmp_path / "receipt.json")).startswith("ok:")
 
     events = cli.events()
     assert {e.actor for e in events} == {cli_actor()}
@@ -156,6 +167,9 @@ def test_every_cli_admin_command_is_audited(tmp_path: Path) -> None:
         ("model.install", "model:gfpgan_1.4:v1", None),
         ("provenance.init", "provenance:keys", None),
         ("provenance.rotate", "provenance:keys", None),
+        ("tenant.export", "tenant:acme", "acme"),
+        ("tenant.erase", "tenant:acme", "acme"),
+        ("erasure.receipt", "tenant:acme", "acme"),
     ]
     assert events[1].details == {"name": "Acme Studios"}
     assert events[2].details["moderation"] is False

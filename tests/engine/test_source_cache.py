@@ -153,3 +153,13 @@ def test_a_failed_analysis_is_not_kept_and_the_oldest_keys_go_first() -> None:
     assert len(cache) == 2
     assert cache.faces("k", lambda: [face(9.0)])[0].box[0] == 2.0
     assert cache.faces("l", lambda: [face(5.0)])[0].box[0] == 5.0
+
+
+def test_forget_drops_only_the_keys_it_is_asked_to() -> None:
+    cache = SourceFaceCache()
+    for tenant, value in (("acme", 1.0), ("acme", 2.0), ("other", 3.0)):
+        cache.faces((tenant, str(value)), lambda value=value: [face(value)])  # type: ignore[misc]
+    assert cache.forget(lambda key: isinstance(key, tuple) and key[0] == "acme") == 2
+    assert len(cache) == 1
+    assert cache.faces(("other", "3.0"), lambda: [face(9.0)])[0].box[0] == 3.0
+    assert cache.faces(("acme", "1.0"), lambda: [face(7.0)])[0].box[0] == 7.0

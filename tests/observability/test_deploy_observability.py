@@ -21,11 +21,14 @@ import facegate.observability.metrics  # noqa: F401  (registers the metrics)
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "components" / "monitoring"
 DASHBOARD = DEPLOY / "grafana-dashboard.json"
 RULE = DEPLOY / "prometheusrule.yaml"
-# Computed at scrape time from the database (JobGaugeCollector), not in REGISTRY.
+# Computed at scrape time from the database (JobGaugeCollector, TakedownGaugeCollector),
+# not in REGISTRY.
 DB_GAUGES = {
     "facegate_jobs_queued",
     "facegate_jobs_running",
     "facegate_running_job_heartbeat_age_seconds",
+    "facegate_takedown_open_cases",
+    "facegate_takedown_oldest_open_case_age_seconds",
 }
 METRIC_NAME = re.compile(r"\bfacegate_[a-z0-9_]+")
 

@@ -53,6 +53,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.library.endpoints:router",
     "facegate.batches.endpoints:router",
     "facegate.templates.endpoints:router",
+    "facegate.takedown.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )

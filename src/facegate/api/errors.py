@@ -87,6 +87,8 @@ PROBLEM_STATUS: dict[type[Exception], tuple[int, str]] = {
     errors.Unauthenticated: (401, "Unauthorized"),
     errors.Forbidden: (403, "Forbidden"),
     errors.NotFound: (404, "Not found"),
+    errors.Gone: (410, "Gone"),
+    errors.ContentTakenDown: (451, "Unavailable for legal reasons"),
     errors.Conflict: (409, "Conflict"),
     errors.InvalidInput: (422, "Unprocessable request"),
     errors.QuotaExceeded: (429, "Quota exceeded"),

@@ -13,10 +13,13 @@ from fastapi import UploadFile
 from sqlalchemy.orm import Session
 
 from facegate.api.uploads import read_upload
+from facegate.engine.runtime import EngineRuntime
 from facegate.models.installed import installation_model_store
 from facegate.principal import Principal
+from facegate.provenance.endpoints import installation_keys
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
+from facegate.takedown.service import check_sources
 from facegate.templates.submission import SubmissionInputs, resolve_inputs
 
 
@@ -38,6 +41,7 @@ def request_inputs(
     store: TenantStore,
     settings: Settings,
     principal: Principal,
+    engine: EngineRuntime,
     *,
     options: str | None,
     template: str | None,
@@ -60,4 +64,13 @@ def request_inputs(
     )
     uploaded = [read_upload(item, asked.policy.max_input_bytes) for item in sources or []]
     library = asked.library
-    return RequestInputs(asked, library.images if library is not None else uploaded)
+    chosen = library.images if library is not None else uploaded
+    # Taken-down images and faces are refused as sources (451), before anything is stored.
+    check_sources(
+        session,
+        engine,
+        lambda: installation_keys(settings.provenance_path),
+        principal.tenant_id,
+        chosen,
+    )
+    return RequestInputs(asked, chosen)

@@ -92,6 +92,7 @@ def submit_batch(
                 store,
                 state.settings,
                 principal,
+                state.face_engine,
                 options=options,
                 template=template,
                 face_ids=source_face_id,

@@ -4,9 +4,10 @@ jobs repository's own scoped statement."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, delete, select, update
 from sqlalchemy.orm import Session
 
 from facegate.batches.tables import Batch, BatchItem
@@ -56,6 +57,13 @@ class BatchRepository:
         stmt = self.readable_items(tenant_id).where(BatchItem.job_id == job_id)
         item = self.session.scalars(stmt).one_or_none()
         return item.batch_id if item is not None else None
+
+    def forget_jobs(self, tenant_id: str, job_ids: Sequence[uuid.UUID]) -> None:
+        """Drop the batch items of jobs removed by a takedown (the batch keeps the rest)."""
+        if not job_ids:
+            return
+        doomed = self.readable_items(tenant_id).where(BatchItem.job_id.in_(list(job_ids)))
+        self.session.execute(delete(BatchItem).where(doomed.whereclause))  # type: ignore[arg-type]
 
     def mark_completed(self, tenant_id: str, batch_id: uuid.UUID, now: datetime) -> bool:
         """Record that the batch completed; False when another dispatcher already did."""

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "key": "facegate.cli.key:key",
     "models": "facegate.cli.models:models",
     "provenance": "facegate.cli.provenance:provenance",
+    "receipt": "facegate.cli.receipt:receipt",
     "serve": "facegate.cli.serve:serve",
     "storage": "facegate.cli.storage:storage",
     "swap": "facegate.cli.swap:swap",

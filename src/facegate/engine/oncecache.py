@@ -53,6 +53,15 @@ class OnceCache(Generic[V]):
                 self._busy.pop(key, None)
             return value
 
+    def forget(self, where: Callable[[Hashable], bool]) -> int:
+        """Drop the kept values whose key ``where`` accepts (an erasure: the service's
+        source cache is keyed by tenant); how many."""
+        with self._lock:
+            doomed = [key for key in self._values if where(key)]
+            for key in doomed:
+                del self._values[key]
+        return len(doomed)
+
     def _hit(self, key: Hashable) -> V:
         """The kept value of ``key``; the caller holds the lock."""
         self._values.move_to_end(key)

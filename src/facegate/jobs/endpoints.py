@@ -38,6 +38,7 @@ from facegate.jobs.service import (
 )
 from facegate.principal import Principal
 from facegate.queue.notify import notify_locally
+from facegate.takedown.service import job_missing
 from facegate.templates.service import TemplateService
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=PROBLEM_RESPONSES)
@@ -134,6 +135,7 @@ def submit_job(
                 store,
                 state.settings,
                 principal,
+                state.face_engine,
                 options=options,
                 template=template,
                 face_ids=source_face_id,
@@ -226,7 +228,7 @@ async def get_job(job_id: uuid.UUID, request: Request, principal: ReadPrincipal)
     def read(connection: Connection) -> JobOut:
         row = JobRepository.job_row(connection, principal.tenant_id, job_id)
         if row is None:
-            raise NotFound("no such job")
+            raise job_missing(connection, principal.tenant_id, job_id)
         return JobOut.of(row)
 
     job = await run_on_connection(request, read)
@@ -246,9 +248,12 @@ def cancel_job(
     # write transaction below asks for SQLite's write lock.
     session.commit()
     with session_scope(write_sessions(state)) as write:
-        job = JobService(write, tenant_store_for(state.settings)).cancel(
-            principal.tenant_id, job_id
-        )
+        try:
+            job = JobService(write, tenant_store_for(state.settings)).cancel(
+                principal.tenant_id, job_id
+            )
+        except NotFound:
+            raise job_missing(write, principal.tenant_id, job_id) from None
         return JobOut.of(job)
 
 
@@ -259,7 +264,10 @@ def get_result(
     """The output bytes of a succeeded job, with its content type; on S3 storage a 307
     redirect to a short-lived presigned URL of the object instead."""
     store = tenant_store_for(get_state(request).settings)
-    job = JobService(session, store).get(principal.tenant_id, job_id)
+    try:
+        job = JobService(session, store).get(principal.tenant_id, job_id)
+    except NotFound:
+        raise job_missing(session, principal.tenant_id, job_id) from None
     if job.error_type == ContentPolicyViolation.code:
         # Refused by content moderation: say so in that problem's own terms.
         raise InvalidInput(job.error_detail or "refused", code=job.error_type)
@@ -295,7 +303,7 @@ def stream_events(
     """``status`` events (progress, stage, status) until the job is terminal, then ``end``."""
     state = get_state(request)
     if JobRepository(session).get(principal.tenant_id, job_id) is None:
-        raise NotFound("no such job")
+        raise job_missing(session, principal.tenant_id, job_id)
     return StreamingResponse(
         job_events(state.session_factory, principal.tenant_id, job_id),
         media_type="text/event-stream",

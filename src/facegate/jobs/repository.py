@@ -22,6 +22,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    delete,
     func,
     or_,
     select,
@@ -170,6 +171,29 @@ class JobRepository:
         )
         self.session.expire(job)
         return self.get(tenant_id, job_id)
+
+    def stop_running(self, tenant_id: str) -> int:
+        """Ask every running job of the tenant to stop (its erasure); how many run."""
+        running = self.readable_statement(tenant_id).where(Job.status == "running")
+        self.session.execute(
+            update(Job)
+            .where(running.whereclause)  # type: ignore[arg-type]
+            .values(cancel_requested=True)
+            .execution_options(synchronize_session=False)
+        )
+        return self.count_in_status(tenant_id, ["running"])
+
+    def delete_jobs(self, tenant_id: str, job_ids: Sequence[uuid.UUID]) -> int:
+        """Delete jobs of the tenant (a takedown, a subject's erasure); how many."""
+        if not job_ids:
+            return 0
+        doomed = self.readable_statement(tenant_id).where(Job.id.in_(list(job_ids)))
+        result = self.session.execute(
+            delete(Job)
+            .where(doomed.whereclause)  # type: ignore[arg-type]
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 # One job of one tenant, the most frequent query (every poll), built once and executed with

@@ -31,6 +31,8 @@ from facegate.library.schemas import (
 )
 from facegate.library.service import FaceUpload, LibraryService
 from facegate.principal import FACES_MANAGE, FACES_READ, FACES_WRITE, Principal
+from facegate.provenance.endpoints import installation_keys
+from facegate.takedown.service import check_sources
 from facegate.tenancy.service import TenancyService
 
 router = APIRouter(prefix="/v1/faces/library", tags=["faces"], responses=PROBLEM_RESPONSES)
@@ -79,6 +81,15 @@ def save_face(
         consent=consent,
     )
     with state.face_analysis.hold(principal.tenant_id):
+        # A taken-down image or face is refused here as it is as a job's source (451).
+        with session_scope(state.session_factory, read_only=True) as read:
+            check_sources(
+                read,
+                state.face_engine,
+                lambda: installation_keys(state.settings.provenance_path),
+                principal.tenant_id,
+                [upload.data],
+            )
         try:
             analysed = LibraryService.analyse(
                 upload, principal.tenant_id, policy, state.face_engine

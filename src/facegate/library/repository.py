@@ -49,6 +49,11 @@ class LibraryRepository:
             faces = [face for face in faces if label in face.labels]
         return faces[:limit]
 
+    def all_of(self, tenant_id: str) -> Sequence[LibraryFace]:
+        """Every saved face of the tenant (a takedown's scan, an export)."""
+        stmt = self.readable_statement(tenant_id).order_by(LibraryFace.created_at, LibraryFace.id)
+        return self.session.scalars(stmt).all()
+
     def delete(self, face: LibraryFace) -> None:
         self.session.delete(face)
         self.session.flush()

@@ -23,6 +23,7 @@ MODEL_MODULES = (
     "facegate.library.tables",
     "facegate.batches.tables",
     "facegate.templates.tables",
+    "facegate.takedown.tables",
 )
 
 for module_name in MODEL_MODULES:

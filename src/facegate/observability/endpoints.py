@@ -16,6 +16,7 @@ from facegate.jobs.gauges import JobGaugeCollector
 from facegate.observability.metrics import exposition
 from facegate.ratelimit.clientip import client_ip, parse_networks
 from facegate.state import AppState
+from facegate.takedown.gauges import TakedownGaugeCollector
 
 router = APIRouter(tags=["operations"])
 
@@ -48,8 +49,8 @@ async def metrics(request: Request) -> Response:
         presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(presented.encode(), token.get_secret_value().encode()):
             raise Unauthenticated("this scrape needs the metrics token")
-    collector = JobGaugeCollector(state.engine)
-    body, content_type = await anyio.to_thread.run_sync(lambda: exposition([collector]))
+    collectors = [JobGaugeCollector(state.engine), TakedownGaugeCollector(state.engine)]
+    body, content_type = await anyio.to_thread.run_sync(lambda: exposition(collectors))
     return Response(body, media_type=content_type)
 
 

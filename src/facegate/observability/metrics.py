@@ -77,6 +77,15 @@ RATE_LIMITED = Counter(
     "Requests refused by a rate limit; limit is the bucket that was full (tenant, ip...).",
     ["tenant", "limit"],
 )
+TAKEDOWN_SECONDS = Histogram(
+    "facegate_takedown_seconds",
+    "Time from a takedown case's report to the removal of what it matched (48 h: the law).",
+    buckets=(60, 600, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 36 * 3600, 48 * 3600, 96 * 3600),
+)
+TAKEDOWN_REFUSED = Counter(
+    "facegate_takedown_refused_uploads_total",
+    "Sources refused because their image or face was taken down.",
+)
 BANNED = Counter("facegate_banned_requests_total", "Requests refused because the IP is banned.")
 MODEL_LOAD = Histogram(
     "facegate_model_load_seconds",

@@ -28,8 +28,10 @@ from facegate.provenance.limits import InspectLimits, authenticated_limits, publ
 from facegate.provenance.marker import SIDECAR_NAME
 from facegate.provenance.reports import ReportLimits, report_file
 from facegate.provenance.schemas import ReportIn, ReportOut, VerifyOut
+from facegate.provenance.tables import ProvenanceMark, ProvenanceReport
 from facegate.provenance.verify import verify_file
 from facegate.settings import Settings
+from facegate.takedown.service import image_phash, open_case
 
 router = APIRouter(prefix="/v1", tags=["provenance"], responses=PROBLEM_RESPONSES)
 SIDECAR_MAX_BYTES = 1024 * 1024
@@ -121,6 +123,17 @@ async def report(
 
     def work() -> ReportOut:
         data = read_upload(file, limits.max_bytes)
+
+        def open_takedown(case: ProvenanceReport, mark: ProvenanceMark | None) -> None:
+            open_case(
+                session,
+                "system:reports",
+                tenant_id=mark.tenant_id if mark is not None else None,
+                job_id=mark.job_id if mark is not None else None,
+                report_id=case.id,
+                image_phash=image_phash(data),
+            )
+
         return report_file(
             session,
             keys,
@@ -131,6 +144,7 @@ async def report(
             max_bytes=limits.max_bytes,
             limits=cases,
             inspect=limits,
+            on_case=open_takedown,
         )
 
     return await run_inspection(request, principal, work)

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -35,10 +36,12 @@ from facegate.provenance.keys import InstallationKeys
 from facegate.provenance.limits import InspectLimits
 from facegate.provenance.repository import ReportRepository
 from facegate.provenance.schemas import ReportIn, ReportOut
-from facegate.provenance.tables import ProvenanceReport
+from facegate.provenance.tables import ProvenanceMark, ProvenanceReport
 from facegate.provenance.verify import actor_of, trace_file
 
 PROVENANCE_REPORT = "provenance.report"
+#: Called with each case a report opens and the mark it traced to (the takedown queue).
+CaseOpened = Callable[[ProvenanceReport, ProvenanceMark | None], None]
 _HOUR = timedelta(hours=1)
 
 
@@ -75,6 +78,7 @@ def report_file(
     max_bytes: int,
     limits: ReportLimits,
     inspect: InspectLimits | None = None,
+    on_case: CaseOpened | None = None,
 ) -> ReportOut:
     """A third party's report of a file: traced like a verification, then recorded on the
     audit trail under the owning tenant (its ``GET /v1/audit`` shows the report with the job,
@@ -138,4 +142,6 @@ def report_file(
         tenant_id=mark.tenant_id if mark is not None else None,
     )
     case.audit_seq = event.seq
+    if on_case is not None:
+        on_case(case, mark)
     return answer(case)

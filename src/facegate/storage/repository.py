@@ -38,6 +38,13 @@ class StoredObjectRepository:
         stmt = self.readable_statement(tenant_id).where(StoredObject.job_id == job_id)
         return self.session.scalars(stmt).all()
 
+    def sources(self, tenant_id: str) -> Sequence[StoredObject]:
+        """The tenant's stored source images of jobs (``inputs/<job>/source-N``)."""
+        stmt = self.readable_statement(tenant_id).where(
+            StoredObject.kind == "inputs", StoredObject.name.like("source-%")
+        )
+        return self.session.scalars(stmt.order_by(StoredObject.key)).all()
+
     def older_than(
         self, tenant_id: str, cutoff: datetime, kinds: Iterable[str]
     ) -> Sequence[StoredObject]:

@@ -24,6 +24,7 @@ import yaml
 from pydantic import ValidationError
 
 from facegate.database import SessionFactory, session_scope
+from facegate.errors import Conflict
 from facegate.tenancy.audited import apply_tenant
 from facegate.tenancy.schemas import TenantSpec
 from facegate.tenancy.service import ApplyOutcome
@@ -71,8 +72,11 @@ def apply_specs(
 ) -> list[AppliedTenant]:
     """Apply all specs in one transaction: either the whole file takes effect or none, each
     change audited with ``actor`` (see ``tenancy.audited.apply_tenant``)."""
-    with session_scope(factory) as session:
-        return [AppliedTenant(spec.id, apply_tenant(session, actor, spec)) for spec in specs]
+    try:
+        with session_scope(factory) as session:
+            return [AppliedTenant(spec.id, apply_tenant(session, actor, spec)) for spec in specs]
+    except Conflict as exc:  # an erased tenant's id: the file cannot take effect
+        raise ApplyError(exc.detail) from exc
 
 
 def apply_file(factory: SessionFactory, path: Path, actor: str) -> list[AppliedTenant]:

@@ -44,6 +44,8 @@ def apply_tenant(session: Session, actor: Actor, spec: TenantSpec) -> ApplyOutco
     ``tenant.suspend``/``tenant.resume`` when its status changed."""
     service = TenancyService(session)
     existing = service.repository.get_tenant(spec.id)
+    if existing is not None:
+        existing = service.live_tenant(spec.id)  # an erased tenant's id is a 409
     before = (_tenant_fields(existing), _policy(existing)) if existing is not None else None
     if before is None:
         create_tenant(session, actor, spec)

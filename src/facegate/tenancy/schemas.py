@@ -192,7 +192,9 @@ class TenantOut(BaseModel):
     )
     created_at: datetime
     updated_at: datetime
-    policy: PolicyOut
+    # None for an erased tenant (a tombstone keeps its id, status and erased_at only).
+    policy: PolicyOut | None
+    erased_at: datetime | None = None
 
 
 class KeyCreate(BaseModel):

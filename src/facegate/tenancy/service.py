@@ -59,6 +59,16 @@ class TenancyService:
     def list_tenants(self) -> Sequence[Tenant]:
         return self.repository.list_tenants()
 
+    def live_tenant(self, tenant_id: str) -> Tenant:
+        """The tenant, unless erased (or being erased): its id is a tombstone, nothing may be
+        created or changed under it (409)."""
+        tenant = self.get_tenant(tenant_id)
+        if tenant.is_erased:
+            raise Conflict(
+                f"tenant {tenant_id!r} was erased; its id is not reused", tenant_id=tenant_id
+            )
+        return tenant
+
     def create_tenant(self, spec: TenantSpec) -> Tenant:
         if self.repository.get_tenant(spec.id) is not None:
             raise Conflict(f"tenant {spec.id!r} already exists", tenant_id=spec.id)
@@ -76,6 +86,7 @@ class TenancyService:
         tenant = self.repository.get_tenant(spec.id)
         if tenant is None:
             return self.create_tenant(spec), "created"
+        tenant = self.live_tenant(spec.id)
         wanted = {
             "name": spec.name or spec.id,
             "status": spec.status,
@@ -94,7 +105,7 @@ class TenancyService:
         return tenant, "configured" if changed else "unchanged"
 
     def update_tenant(self, tenant_id: str, update: TenantUpdate) -> Tenant:
-        tenant = self.get_tenant(tenant_id)
+        tenant = self.live_tenant(tenant_id)
         for field, value in update.model_dump(exclude_none=True).items():
             setattr(tenant, field, value)
         invalidate_on_commit(self.repository.session, tenant_id=tenant_id)
@@ -102,7 +113,7 @@ class TenancyService:
         return tenant
 
     def set_status(self, tenant_id: str, status: Literal["active", "suspended"]) -> Tenant:
-        tenant = self.get_tenant(tenant_id)
+        tenant = self.live_tenant(tenant_id)
         if tenant.status != status:
             tenant.status = status
             invalidate_on_commit(self.repository.session, tenant_id=tenant_id)
@@ -119,10 +130,10 @@ class TenancyService:
 
     # policy
     def get_policy(self, tenant_id: str) -> Policy:
-        return self.get_tenant(tenant_id).policy
+        return self.live_tenant(tenant_id).policy
 
     def set_policy(self, tenant_id: str, spec: PolicySpec) -> Policy:
-        tenant = self.get_tenant(tenant_id)
+        tenant = self.live_tenant(tenant_id)
         if self._write_policy(tenant, spec):
             self.repository.session.flush()
         return tenant.policy
@@ -138,7 +149,7 @@ class TenancyService:
 
     # keys
     def create_key(self, tenant_id: str, request: KeyCreate) -> CreatedKey:
-        self.get_tenant(tenant_id)
+        self.live_tenant(tenant_id)
         if request.expires_at is not None and request.expires_at <= utcnow():
             raise InvalidInput("expires_at is in the past")
         generated = keys.generate_key()

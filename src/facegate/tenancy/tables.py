@@ -10,7 +10,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from facegate.database import Base, UtcDateTime, utcnow
 
-TenantStatus = Literal["active", "suspended"]
+# "erasing": an erasure is under way (resumable); "erased": a tombstone (takedown.erasure).
+TenantStatus = Literal["active", "suspended", "erasing", "erased"]
 Isolation = Literal["logical", "physical"]
 Resolution = Literal["720p", "1080p", "1440p", "4k", "8k"]
 
@@ -55,6 +56,8 @@ class Tenant(Base):
     storage_path_info: Mapped[str | None] = mapped_column(String(1024), default=None)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
+    # When the tenant was erased (a tombstone: id, status, this); None for a live tenant.
+    erased_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
 
     policy: Mapped[Policy] = relationship(
         back_populates="tenant", uselist=False, cascade="all, delete-orphan", lazy="joined"
@@ -63,6 +66,11 @@ class Tenant(Base):
     @property
     def is_active(self) -> bool:
         return self.status == "active"
+
+    @property
+    def is_erased(self) -> bool:
+        """Erased, or being erased: nothing may be created or changed under its id."""
+        return self.status in ("erasing", "erased")
 
 
 class Policy(Base):

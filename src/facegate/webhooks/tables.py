@@ -20,6 +20,9 @@ from facegate.database import Base, UtcDateTime, utcnow
 
 EventType = Literal["job.succeeded", "job.failed", "job.cancelled", "batch.completed"]
 BATCH_COMPLETED = "batch.completed"
+# A job removed by a takedown case: sent to every enabled endpoint (a notice, not a
+# subscription), never fanned out from the jobs trigger.
+JOB_REMOVED = "job.removed"
 EVENT_TYPES: tuple[str, ...] = ("job.succeeded", "job.failed", "job.cancelled", BATCH_COMPLETED)
 # pending: waiting for its next attempt; succeeded: a 2xx answer; failed: out of attempts;
 # refused: the URL's address is not allowed (SSRF rules), never sent.

@@ -63,6 +63,11 @@ class AuditRepository:
         stmt = select(AuditEvent)
         return stmt if tenant_id is None else stmt.where(AuditEvent.tenant_id == tenant_id)
 
+    def event(self, seq: int, tenant_id: str | None = None) -> AuditEvent | None:
+        """One event by its sequence number (an erasure receipt's anchor)."""
+        stmt = self.readable_statement(tenant_id).where(AuditEvent.seq == seq)
+        return self.session.scalars(stmt).first()
+
     def list(
         self,
         tenant_id: str | None,

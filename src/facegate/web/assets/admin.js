@@ -1,9 +1,11 @@
 // The admin view: tenants, their policy (a form built from the API's own PolicySpec schema,
 // so its limits are the server's), API keys (a new secret shown once; revoke), usage per
-// tenant, and the audit log with its verification state where the server offers them.
+// tenant, the takedown cases (takedown.js), and the audit log with its verification state
+// where the server offers them.
 
 import { ApiError, api } from "./api.js";
 import { $, announce, flashMessage, formatTime, h, showError } from "./dom.js";
+import { loadTakedown } from "./takedown.js";
 import { renderTenantUsage } from "./usage.js";
 
 // Mirrors tenancy.schemas.KNOWN_PROCESSORS (the schema types the list as plain strings).
@@ -31,6 +33,7 @@ export async function showAdmin() {
   await loadTenants();
   if (state.selected) await selectTenant(state.selected);
   await loadUsage();
+  await loadTakedown(loadAudit);
   await loadAudit();
 }
 
