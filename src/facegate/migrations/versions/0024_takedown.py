@@ -2,7 +2,7 @@
 an erased tenant)
 
 Revision ID: 0024_takedown
-Revises: 0022_random_mark_serials
+Revises: 0023_scheduling
 Create Date: 2026-12-03
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0024_takedown"
-down_revision: str | None = "0022_random_mark_serials"
+down_revision: str | None = "0023_scheduling"
 branch_labels = None
 depends_on = None
 
