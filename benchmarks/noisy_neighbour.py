@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import cv2
 import httpx
@@ -155,7 +156,9 @@ def submit(
     return str(answer.json()["id"])
 
 
-def wait_finished(client: httpx.Client, key: str, job: str, timeout: float = 3600) -> dict:
+def wait_finished(
+    client: httpx.Client, key: str, job: str, timeout: float = 3600
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = client.get(f"/v1/jobs/{job}", headers={"Authorization": f"Bearer {key}"}).json()
@@ -165,11 +168,11 @@ def wait_finished(client: httpx.Client, key: str, job: str, timeout: float = 360
     raise TimeoutError(job)
 
 
-def epoch(body: dict, name: str = "finished_at") -> float:
+def epoch(body: dict[str, Any], name: str = "finished_at") -> float:
     return datetime.fromisoformat(body[name].replace("Z", "+00:00")).timestamp()
 
 
-def span(body: dict) -> tuple[float, float]:
+def span(body: dict[str, Any]) -> tuple[float, float]:
     """(started, finished) of a finished job."""
     return epoch(body, "started_at"), epoch(body)
 
