@@ -1,7 +1,8 @@
 """The inputs of a job or batch submission as the HTTP routes receive them: the request's
 options, template and saved faces resolved by :func:`resolve_inputs`, then the uploaded
 source images read under the policy that resolution returned (413 past its
-``max_input_bytes``), or the saved faces' prepared images in their place."""
+``max_input_bytes``), or the saved faces' prepared images in their place, and the memory
+limit the jobs' estimates are held to (facegate.jobs.capacity)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fastapi import UploadFile
 from sqlalchemy.orm import Session
 
 from facegate.api.uploads import read_upload
+from facegate.jobs.capacity import memory_limit
 from facegate.models.installed import installation_model_store
 from facegate.principal import Principal
 from facegate.settings import Settings
@@ -27,6 +29,8 @@ class RequestInputs:
 
     asked: SubmissionInputs
     sources: list[bytes]
+    # The largest memory budget of a worker that could run the jobs (facegate.jobs.capacity).
+    memory_limit: int | None = None
 
     def read(self, upload: UploadFile) -> bytes:
         """A further upload of the request (a target), under the same byte limit."""
@@ -60,4 +64,5 @@ def request_inputs(
     )
     uploaded = [read_upload(item, asked.policy.max_input_bytes) for item in sources or []]
     library = asked.library
-    return RequestInputs(asked, library.images if library is not None else uploaded)
+    limit = memory_limit(session, principal.tenant_id, settings.worker_memory_budget())
+    return RequestInputs(asked, library.images if library is not None else uploaded, limit)

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from facegate.errors import MemoryBudgetExceeded
+
 #: Work a job costs whatever its size: inputs fetched, sources analysed, result encoded and
 #: signed, the moderation of the inputs and output.
 FIXED_SECONDS = 0.15
@@ -110,3 +112,22 @@ def _model_scale(model: str) -> int:
         if model.endswith(f"_x{factor}") or f"_x{factor}" in model:
             return factor
     return 4
+
+
+def check_memory_budget(memory_bytes: int, budget_bytes: int | None, *, what: str) -> None:
+    """``MemoryBudgetExceeded`` (422 ``memory-budget-exceeded``) when a job estimated at
+    ``memory_bytes`` is over ``budget_bytes`` (None: no budget); ``what`` says whose budget
+    it is, for the detail."""
+    if budget_bytes is None or memory_bytes <= budget_bytes:
+        return
+    raise MemoryBudgetExceeded(
+        f"this job needs an estimated {_mib(memory_bytes)} of memory at its peak, over "
+        f"{what} of {_mib(budget_bytes)} (worker_memory_bytes); a smaller target or a "
+        "lighter model fits",
+        estimated_bytes=memory_bytes,
+        budget_bytes=budget_bytes,
+    )
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
