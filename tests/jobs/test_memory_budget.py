@@ -10,24 +10,34 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 from jobfactories import create_job, create_tenant, sessions_of
 from sqlalchemy import Engine
+from tests.fakedevice import FakeDevice
 
 from facegate.database import session_scope
-from facegate.jobs.tables import Job
+from facegate.engine.image import encode_image
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
+from facegate.errors import MemoryBudgetExceeded
+from facegate.jobs.capacity import memory_limit
+from facegate.jobs.cost import TargetShape, estimate_cost
+from facegate.jobs.tables import Job, WorkerRecord
 from facegate.provenance.marker import JobMark, marker_for
 from facegate.queue.claim import LockingClaimer
 from facegate.queue.fairness import Fit, TenantLimits
 from facegate.queue.memory import MemoryJob, MemoryQueue
-from facegate.queue.port import JobQueue
+from facegate.queue.port import JobQueue, WorkerInfo
 from facegate.queue.postgres import PostgresClaimer
 from facegate.queue.sql import PostgresQueue, SqlQueue
 from facegate.storage.memory import MemoryStore
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
-from facegate.worker.output import JobOutput, ProgressFn
+from facegate.worker.output import JobOutput, JobRunner, ProgressFn
 from facegate.worker.pool import WorkerConfig, WorkerPool
+from facegate.worker.runner import EngineRunner
+from facegate.worker.video_runner import check_decoded_memory
 
 MIB = 2**20
 PNG_1X1 = bytes.fromhex(
@@ -74,17 +84,18 @@ def queue_for(engine: Engine) -> JobQueue:
     return SqlQueue(engine)
 
 
-def run_two_jobs(engine: Engine, tmp_path: Path, budget: int) -> tuple[OverlapRunner, list[str]]:
-    """Two 600 MiB jobs of one tenant (cap 4) on a pool of two workers with ``budget``."""
+def run_jobs(
+    engine: Engine, tmp_path: Path, runner: JobRunner, config: WorkerConfig, sizes: list[int]
+) -> list[str]:
+    """Jobs of these estimated sizes, of one tenant (cap 4, device limit 4), on a pool with
+    ``config``; their statuses once all succeeded (or after 30 s)."""
     with session_scope(sessions_of(engine)) as session:
-        create_tenant(session, "heavy", max_concurrent_jobs=4)
-        ids = [create_job(session, "heavy", memory_bytes=600 * MIB).id for _ in range(2)]
-    runner = OverlapRunner(hold=0.6)
-    store = TenantStore(MemoryStore())
+        create_tenant(session, "heavy", max_concurrent_jobs=4, device_limit=4)
+        ids = [create_job(session, "heavy", memory_bytes=size).id for size in sizes]
     pool = WorkerPool.on_database(
         engine,
-        store,
-        WorkerConfig(workers=2, lease_seconds=30, poll_seconds=0.05, memory_bytes=budget),
+        TenantStore(MemoryStore()),
+        config,
         marker=marker_for(tmp_path / "provenance", create=True),
         runner=runner,
         queue=queue_for(engine),
@@ -94,14 +105,20 @@ def run_two_jobs(engine: Engine, tmp_path: Path, budget: int) -> tuple[OverlapRu
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with session_scope(sessions_of(engine)) as session:
-                done = [session.get(Job, job_id) for job_id in ids]
-                statuses = [job.status for job in done if job is not None]
-            if statuses == ["succeeded", "succeeded"]:
+                statuses = [session.get(Job, job_id).status for job_id in ids]  # type: ignore[union-attr]
+            if set(statuses) == {"succeeded"}:
                 break
             time.sleep(0.05)
     finally:
         pool.stop()
-    return runner, statuses
+    return statuses
+
+
+def run_two_jobs(engine: Engine, tmp_path: Path, budget: int) -> tuple[OverlapRunner, list[str]]:
+    """Two 600 MiB jobs on a pool of two workers with ``budget``."""
+    runner = OverlapRunner(hold=0.6)
+    config = WorkerConfig(workers=2, lease_seconds=30, poll_seconds=0.05, memory_bytes=budget)
+    return runner, run_jobs(engine, tmp_path, runner, config, [600 * MIB] * 2)
 
 
 def test_two_jobs_over_one_budget_run_one_after_the_other(
@@ -118,6 +135,44 @@ def test_two_jobs_within_the_budget_run_together(db_engine: Engine, tmp_path: Pa
     runner, statuses = run_two_jobs(db_engine, tmp_path, budget=1200 * MIB)
     assert statuses == ["succeeded", "succeeded"]
     assert runner.most == 2
+
+
+class DeviceRunner(OverlapRunner):
+    """Holds each job's estimated bytes on a fake device while it runs (the device refuses
+    what does not fit, as a CUDA allocation would)."""
+
+    def __init__(self, device: FakeDevice, hold: float) -> None:
+        super().__init__(hold)
+        self.device = device
+
+    def run(
+        self,
+        job: Job,
+        policy: Policy,
+        cancel: threading.Event,
+        on_progress: ProgressFn,
+        mark: JobMark,
+    ) -> JobOutput:
+        size = job.memory_bytes or 0
+        self.device.reserve(size)
+        try:
+            return super().run(job, policy, cancel, on_progress, mark)
+        finally:
+            self.device.release(size)
+
+
+def test_a_device_worker_holds_no_more_than_its_devices_memory(
+    db_engine: Engine, tmp_path: Path
+) -> None:
+    """A CUDA worker's budget is its device's memory: three 400 MiB jobs on a 1 GiB device
+    and three threads run two at a time, none refused by the device."""
+    device = FakeDevice(total=1024 * MIB)
+    runner = DeviceRunner(device, hold=0.4)
+    config = WorkerConfig(workers=3, poll_seconds=0.05, uses_device=True, memory_bytes=device.total)
+    statuses = run_jobs(db_engine, tmp_path, runner, config, [400 * MIB] * 3)
+    assert statuses == ["succeeded"] * 3
+    assert runner.most == 2
+    assert device.peak == 800 * MIB
 
 
 def test_a_claim_carries_the_jobs_memory_estimate(db_engine: Engine) -> None:
@@ -179,3 +234,61 @@ def test_a_job_over_the_whole_budget_is_taken_alone_by_an_idle_pool(
     else:
         assert flight is not None
         assert flight.claim.job_id == big.id
+
+
+def test_the_runner_rechecks_the_estimate_from_the_decoded_target(
+    db_engine: Engine, face_engine: EngineRuntime
+) -> None:
+    """The job row says 1 byte (its header lied, or the figure is stale): the runner
+    estimates again from the target it decoded and fails the job over its budget."""
+    if db_engine.dialect.name == "postgresql":
+        pytest.skip("the runner reads no database")
+    with session_scope(sessions_of(db_engine)) as session:
+        create_tenant(session, "a", allowed_processors=["face_debugger"])
+        job = create_job(session, "a", memory_bytes=1)
+        job.spec = {"processors": ["face_debugger"]}
+        policy = session.get(Policy, "a")
+        assert policy is not None
+        session.expunge_all()
+    store = TenantStore(MemoryStore())
+    target = encode_image(np.zeros((1000, 1200, 3), np.uint8), "png")
+    for name, data in (("source-0", target), ("target", target)):
+        store.write_new(
+            tenant_id="a",
+            kind="inputs",
+            job_id=job.id,
+            name=name,
+            data=data,
+            content_type="image/png",
+        )
+    needed = estimate_cost(["face_debugger"], {}, TargetShape(1200, 1000), video=False)
+    mark = JobMark(1, 1, "test", b"k" * 32)
+    runner = EngineRunner(store, face_engine, memory_budget=needed.memory_bytes - 1)
+    with pytest.raises(MemoryBudgetExceeded) as refused:
+        runner.run(job, policy, threading.Event(), lambda *_a, **_k: None, mark)
+    assert refused.value.code == "memory-budget-exceeded"
+    assert refused.value.extra == {
+        "limit": "worker_memory_bytes",
+        "limit_value": needed.memory_bytes - 1,
+        "estimated_bytes": needed.memory_bytes,
+    }
+    check_decoded_memory(  # the same target fits a budget of its size
+        PipelineSpec.model_validate(job.spec), TargetShape(1200, 1000), needed.memory_bytes
+    )
+
+
+def test_a_worker_registers_its_budget(db_engine: Engine) -> None:
+    queue = queue_for(db_engine)
+    queue.register_worker(WorkerInfo("w1", "h", 1, None, 2, memory_budget_bytes=3 * MIB))
+    queue.register_worker(WorkerInfo("w2", "h", 2, ["b"], 2, memory_budget_bytes=9 * MIB))
+    with session_scope(sessions_of(db_engine)) as session:
+        assert session.get(WorkerRecord, "w1").memory_budget_bytes == 3 * MIB  # type: ignore[union-attr]
+        assert memory_limit(session, "a", fallback=1) == 3 * MIB  # w2 serves only b
+        assert memory_limit(session, "b", fallback=1) == 9 * MIB
+    queue.register_worker(WorkerInfo("w3", "h", 3, None, 2))  # no budget: takes anything
+    with session_scope(sessions_of(db_engine)) as session:
+        assert memory_limit(session, "a", fallback=1) is None
+    for name in ("w1", "w2", "w3"):
+        queue.stop_worker(name)
+    with session_scope(sessions_of(db_engine)) as session:
+        assert memory_limit(session, "a", fallback=1) == 1  # none live: the setting
