@@ -49,12 +49,44 @@ FRAME_ENHANCER_SECONDS_PER_MEGAPIXEL: Mapping[str, float] = {
 UNKNOWN_MODEL_SECONDS_PER_MEGAPIXEL = 200.0
 DEFAULT_FRAME_ENHANCER = "realesr_animevideov3_x2"
 
-#: Peak memory: the process's share for one job (models are shared and loaded once), and
-#: the working copies of a frame a pipeline holds at once (decoded, float, blended, encoded).
-BASE_MEMORY_BYTES = 256 * 2**20
+#: Peak memory (calibration: the module docstring). What a job holds whatever its size:
+#: its inputs' bytes, the sources' analysis, the encoder's and the moderation's buffers.
+#: Models are not counted: a process loads each once and shares it between its jobs.
+BASE_MEMORY_BYTES = 64 * 2**20
+#: Copies of the target frame an image job holds at once (decoded, analysed, swapped,
+#: blended, watermarked, encoded).
 FRAME_COPIES = 12
 #: A video run holds its bounded queues of frames (reader, analysis, render, encoder).
 VIDEO_FRAMES_IN_FLIGHT = 24
+#: Copies of the result frame a frame enhancer's scale makes (the enhanced frame, its
+#: bicubic twin for the blend, the blend, the watermarked copy, the encoder's buffers).
+OUTPUT_COPIES = 8
+#: A frame enhancer's network needs this much per pixel of one tile (the tiling bounds it,
+#: whatever the frame): Real-ESRGAN's RRDB nets (x4plus and the FaceFusion-format ONNX
+#: ones) ~60 KB, the compact animevideov3 nets ~1 KB (measured, with a margin).
+RRDB_BYTES_PER_TILE_PIXEL = 64 * 2**10
+COMPACT_BYTES_PER_TILE_PIXEL = 2 * 2**10
+#: What one tile may cost at most: the rate above was measured on ncnn's x4plus up to 256²
+#: tiles (~4 GB); onnxruntime's planner reuses buffers, so a larger tile (ultra_sharp's
+#: 1024²) is not taken at 16 times that.
+MAX_TILE_BYTES = 4 * 2**30
+#: The tile side of each built-in or FaceFusion-format frame enhancer
+#: (facegate.engine.networks.frame_enhance.FRAME_ENHANCERS; a test keeps them equal) and
+#: its network's kind; an operator's model is taken as a 256² RRDB one.
+ENHANCER_TILES: Mapping[str, tuple[int, int]] = {
+    "real_esrgan_x2": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_esrgan_x2_fp16": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_esrgan_x4": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_esrgan_x4_fp16": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_esrgan_x8": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_esrgan_x8_fp16": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_hatgan_x4": (256, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_web_photo_x4": (64, RRDB_BYTES_PER_TILE_PIXEL),
+    "ultra_sharp_2_x4": (1024, RRDB_BYTES_PER_TILE_PIXEL),
+    "real_esrgan_x4plus": (96, RRDB_BYTES_PER_TILE_PIXEL),
+    "realesr_animevideov3_x2": (256, COMPACT_BYTES_PER_TILE_PIXEL),
+    "realesr_animevideov3_x4": (256, COMPACT_BYTES_PER_TILE_PIXEL),
+}
 
 
 @dataclass(frozen=True)
@@ -89,21 +121,43 @@ def estimate_cost(
     """The cost of running ``processors`` on ``target``."""
     rates = VIDEO_SECONDS_PER_MEGAPIXEL if video else IMAGE_SECONDS_PER_MEGAPIXEL
     per_megapixel = VIDEO_FRAME_SECONDS_PER_MEGAPIXEL if video else 0.0
-    scale = 1
     for name in processors:
         if name == "frame_enhancer":
-            model = str(processor_options.get(name, {}).get("model", DEFAULT_FRAME_ENHANCER))
             per_megapixel += FRAME_ENHANCER_SECONDS_PER_MEGAPIXEL.get(
-                model, UNKNOWN_MODEL_SECONDS_PER_MEGAPIXEL
+                _enhancer_model(processor_options), UNKNOWN_MODEL_SECONDS_PER_MEGAPIXEL
             )
-            scale = max(scale, _model_scale(model))
         else:
             per_megapixel += rates.get(name, max(rates.values()))
     seconds = FIXED_SECONDS + per_megapixel * target.megapixels * target.frames
+    return JobCost(
+        seconds=round(seconds, 3),
+        memory_bytes=estimate_memory(processors, processor_options, target, video=video),
+    )
+
+
+def estimate_memory(
+    processors: Sequence[str],
+    processor_options: Mapping[str, Mapping[str, Any]],
+    target: TargetShape,
+    *,
+    video: bool,
+) -> int:
+    """The peak bytes of running ``processors`` on ``target``: the frame's working copies
+    (or a video's frames in flight), and with a frame enhancer its scaled result's copies
+    and one tile of its network (the tiling bounds that share whatever the frame)."""
     frame_bytes = target.width * target.height * 3
-    held = VIDEO_FRAMES_IN_FLIGHT if video else FRAME_COPIES
-    memory = BASE_MEMORY_BYTES + frame_bytes * held + frame_bytes * scale * scale * 4
-    return JobCost(seconds=round(seconds, 3), memory_bytes=int(memory))
+    memory = BASE_MEMORY_BYTES + frame_bytes * (VIDEO_FRAMES_IN_FLIGHT if video else FRAME_COPIES)
+    if "frame_enhancer" in processors:
+        model = _enhancer_model(processor_options)
+        scale = _model_scale(model)
+        tile, per_pixel = ENHANCER_TILES.get(model, (256, RRDB_BYTES_PER_TILE_PIXEL))
+        tile_bytes = min(tile * tile * per_pixel, MAX_TILE_BYTES)
+        memory += frame_bytes * scale * scale * OUTPUT_COPIES + tile_bytes
+    return int(memory)
+
+
+def _enhancer_model(processor_options: Mapping[str, Mapping[str, Any]]) -> str:
+    return str(processor_options.get("frame_enhancer", {}).get("model", DEFAULT_FRAME_ENHANCER))
 
 
 def _model_scale(model: str) -> int:
