@@ -48,8 +48,14 @@ def test_the_estimates_cover_the_measured_peaks() -> None:
         ("face_swapper", 3840, 2160, None): 216,
         ("frame_enhancer", 1920, 1080, "realesr_animevideov3_x2"): 321,
         ("frame_enhancer", 240, 135, "real_esrgan_x4plus"): 330,
+        ("frame_enhancer", 480, 270, "real_esrgan_x4plus"): 361,
+        ("frame_enhancer", 3840, 2160, "realesr_animevideov3_x2"): 762,
     }
     for (processor, width, height, model), peak in measured.items():
         options = {processor: {"model": model}} if model else {}
         estimate = estimate_memory([processor], options, TargetShape(width, height), video=False)
         assert peak * MIB < estimate < 3 * peak * MIB, (processor, width, model, estimate / MIB)
+    for (width, height), peak in {(1280, 720): 286, (1920, 1080): 426}.items():
+        shape = TargetShape(width, height, 120)
+        estimate = estimate_memory(["face_swapper"], {}, shape, video=True)
+        assert peak * MIB < estimate < 3 * peak * MIB, (width, estimate / MIB)

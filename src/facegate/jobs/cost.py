@@ -4,9 +4,32 @@ size and frame count): CPU seconds on one core and peak memory.
 The scheduler reads both: a worker's short-job lane takes only jobs estimated at most
 ``FACEGATE_SHORT_LANE_SECONDS``, so a one-face image is never stuck behind a long video
 (docs/scheduling.md); a worker claims jobs only while their estimated peaks fit its memory
-budget. Estimates are rates measured on the reference machine (2 x86 cores, the built-in
-models; ``benchmarks/noisy_neighbour.py`` prints the measured figure beside each estimate),
-not promises: they decide where a job waits, never whether its result is right.
+budget (docs/scheduling-memory.md). Estimates are rates measured on the reference machine
+(2 x86 cores, the built-in models; ``benchmarks/noisy_neighbour.py`` prints the measured
+figure beside each estimate), not promises: they decide where a job waits, never whether
+its result is right.
+
+The memory model (:func:`estimate_memory`) was calibrated with ``benchmarks/memory_bench.py``:
+each job run through the worker's path (``EngineRunner``) in a fresh process whose models
+a small job of the same processors had loaded; the figure is the process's peak
+(``VmHWM``: native memory included) minus its resident set before the job, in MiB, with
+the estimate beside it::
+
+    image swap 1920x1080                 77    est. 135  (1.8x)
+    image swap 3840x2160                216    est. 349  (1.6x)
+    enhance animevideov3_x2 1080p -> 4K 321    est. 453  (1.4x)
+    enhance animevideov3_x2 4K -> 8K    762    est. 1236 (1.6x)
+    enhance x4plus 240x135 -> 960x540   330    est. 653  (2.0x)
+    enhance x4plus 480x270 -> 1080p     361    est. 692  (1.9x)
+    video swap 720p, 4 s                286    est. 393  (1.4x)
+    video swap 1080p, 4 s               426    est. 604  (1.4x)
+
+Read off them: an image job holds ~8 copies of its frame (12 estimated); an enhancer's
+result ~6 copies (8 estimated); x4plus's tile costs the same from 240x135 to 480x270 input
+(the tiling bounds it: 96² tiles, ~64 KiB per tile pixel); a video ~170 MiB plus ~43 frames
+(160 MiB plus 64 estimated). The FaceFusion-format ONNX enhancers were not measured here (no
+such model is installed): they are taken at the RRDB rate of x4plus per tile pixel, at most
+4 GiB a tile.
 """
 
 from __future__ import annotations
@@ -56,8 +79,11 @@ BASE_MEMORY_BYTES = 64 * 2**20
 #: Copies of the target frame an image job holds at once (decoded, analysed, swapped,
 #: blended, watermarked, encoded).
 FRAME_COPIES = 12
-#: A video run holds its bounded queues of frames (reader, analysis, render, encoder).
-VIDEO_FRAMES_IN_FLIGHT = 24
+#: A video run holds its bounded queues of frames (reader, analysis, render, encoder) and
+#: the codecs' own (the decoder's references, the H.264 encoder's lookahead) on top of
+#: their contexts.
+VIDEO_FRAMES_IN_FLIGHT = 64
+VIDEO_BASE_BYTES = 160 * 2**20
 #: Copies of the result frame a frame enhancer's scale makes (the enhanced frame, its
 #: bicubic twin for the blend, the blend, the watermarked copy, the encoder's buffers).
 OUTPUT_COPIES = 8
@@ -146,7 +172,10 @@ def estimate_memory(
     (or a video's frames in flight), and with a frame enhancer its scaled result's copies
     and one tile of its network (the tiling bounds that share whatever the frame)."""
     frame_bytes = target.width * target.height * 3
-    memory = BASE_MEMORY_BYTES + frame_bytes * (VIDEO_FRAMES_IN_FLIGHT if video else FRAME_COPIES)
+    if video:
+        memory = BASE_MEMORY_BYTES + VIDEO_BASE_BYTES + frame_bytes * VIDEO_FRAMES_IN_FLIGHT
+    else:
+        memory = BASE_MEMORY_BYTES + frame_bytes * FRAME_COPIES
     if "frame_enhancer" in processors:
         model = _enhancer_model(processor_options)
         scale = _model_scale(model)
