@@ -116,7 +116,7 @@ def run_jobs(
 
 def run_two_jobs(engine: Engine, tmp_path: Path, budget: int) -> tuple[OverlapRunner, list[str]]:
     """Two 600 MiB jobs on a pool of two workers with ``budget``."""
-    runner = OverlapRunner(hold=0.6)
+    runner = OverlapRunner(hold=1.5)
     config = WorkerConfig(workers=2, lease_seconds=30, poll_seconds=0.05, memory_bytes=budget)
     return runner, run_jobs(engine, tmp_path, runner, config, [600 * MIB] * 2)
 
@@ -167,7 +167,7 @@ def test_a_device_worker_holds_no_more_than_its_devices_memory(
     """A CUDA worker's budget is its device's memory: three 400 MiB jobs on a 1 GiB device
     and three threads run two at a time, none refused by the device."""
     device = FakeDevice(total=1024 * MIB)
-    runner = DeviceRunner(device, hold=0.4)
+    runner = DeviceRunner(device, hold=1.5)
     config = WorkerConfig(workers=3, poll_seconds=0.05, uses_device=True, memory_bytes=device.total)
     statuses = run_jobs(db_engine, tmp_path, runner, config, [400 * MIB] * 3)
     assert statuses == ["succeeded"] * 3
