@@ -105,6 +105,23 @@ class OutOfStorage(QuotaExceeded):
     """The tenant's storage quota cannot hold what the request would store."""
 
 
+class MemoryBudgetExceeded(ServiceError):
+    """A job's estimated peak memory (facegate.jobs.cost) is more than a worker may hold:
+    at submission, more than every live worker's budget; on a worker, once the target is
+    decoded, more than its own budget. ``limit_value`` is the budget, ``estimated_bytes``
+    the job's figure."""
+
+    code = "memory-budget-exceeded"
+
+    def __init__(self, detail: str, *, estimated_bytes: int, budget_bytes: int) -> None:
+        super().__init__(
+            detail,
+            limit="worker_memory_bytes",
+            limit_value=budget_bytes,
+            estimated_bytes=estimated_bytes,
+        )
+
+
 class RateLimited(ServiceError):
     """Too many calls in the window; ``retry_after`` says when the next one is allowed."""
 

@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from facegate.errors import InvalidSettings
+from facegate.machine import default_memory_budget
 from facegate.networks import parse_allowed
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
@@ -57,6 +58,14 @@ class Settings(BaseSettings):
     inference_inter_op_threads: int = Field(default=1, ge=0, le=1024)
     inference_max_bytes: int = Field(default=4 << 30, ge=0)
     inference_device: Literal["auto", "cuda", "cpu"] = "auto"
+    # onnxruntime's CUDA provider (a device worker; docs/scheduling-memory.md): the most bytes
+    # of a device one session's arena may take (gpu_mem_limit; unset: no cap), and how the
+    # arena grows: by what is asked (kSameAsRequested: the budget's accounting holds) or
+    # in powers of two (kNextPowerOfTwo, onnxruntime's default: fewer, larger allocations).
+    inference_gpu_mem_limit: int | None = Field(default=None, ge=1)
+    inference_arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = (
+        "kSameAsRequested"
+    )
     data_dir: Path = Path("./var")
     # Schema at start: "migrate" brings the database to this release's head under a
     # PostgreSQL advisory lock (the embedded shape; racing processes migrate once); "check"
@@ -90,6 +99,12 @@ class Settings(BaseSettings):
     short_lane_workers: int = Field(default=1, ge=0, le=64)
     short_lane_seconds: float = Field(default=5.0, gt=0, le=3600)
     short_lane_nice: int = Field(default=0, ge=0, le=19)
+    # A worker's memory budget (docs/scheduling-memory.md): the estimated peaks
+    # (facegate.jobs.cost) of the jobs it holds at once stay within it, and a job over every
+    # live worker's budget is refused at submission (422 memory-budget-exceeded). Unset: on
+    # a CPU worker 3/4 of the machine's memory (its container's limit where lower); on a
+    # CUDA worker the memory of one device, inference_gpu_mem_limit, when that is set.
+    worker_memory_bytes: int | None = Field(default=None, ge=1)
     # A running job's lease: renewed every third of it; a job whose worker vanished (crash,
     # SIGKILL) is requeued once it expires.
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
@@ -222,6 +237,14 @@ class Settings(BaseSettings):
     def _networks(cls, values: list[str]) -> list[str]:
         parse_allowed(values)  # ValueError names the bad entry
         return values
+
+    def worker_memory_budget(self, uses_device: bool = False) -> int:
+        """The memory budget of a worker here (``worker_memory_bytes``, else its default)."""
+        if self.worker_memory_bytes is not None:
+            return self.worker_memory_bytes
+        if uses_device and self.inference_gpu_mem_limit is not None:
+            return self.inference_gpu_mem_limit
+        return default_memory_budget()
 
     @property
     def provenance_path(self) -> Path:

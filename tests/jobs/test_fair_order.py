@@ -34,7 +34,7 @@ from facegate.queue.fairness import (
 from facegate.queue.postgres import PostgresClaimer, claim_function_sql
 from facegate.tenancy.tables import Policy, Tenant
 
-MIGRATION = "facegate.migrations.versions.0023_scheduling"
+MIGRATION = "facegate.migrations.versions.0025_claim_memory"
 
 
 def test_the_migrated_claim_function_is_the_rendered_fair_order() -> None:

@@ -91,6 +91,7 @@ PROBLEM_STATUS: dict[type[Exception], tuple[int, str]] = {
     errors.ContentTakenDown: (451, "Unavailable for legal reasons"),
     errors.Conflict: (409, "Conflict"),
     errors.InvalidInput: (422, "Unprocessable request"),
+    errors.MemoryBudgetExceeded: (422, "Memory budget exceeded"),
     errors.QuotaExceeded: (429, "Quota exceeded"),
     errors.OutOfStorage: (507, "Quota exceeded"),
     errors.RateLimited: (429, "Too many requests"),

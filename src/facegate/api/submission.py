@@ -1,7 +1,8 @@
 """The inputs of a job or batch submission as the HTTP routes receive them: the request's
 options, template and saved faces resolved by :func:`resolve_inputs`, then the uploaded
 source images read under the policy that resolution returned (413 past its
-``max_input_bytes``), or the saved faces' prepared images in their place."""
+``max_input_bytes``), or the saved faces' prepared images in their place, and the memory
+limit the jobs' estimates are held to (facegate.jobs.capacity)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from facegate.api.uploads import read_upload
 from facegate.engine.runtime import EngineRuntime
+from facegate.jobs.capacity import memory_limit
 from facegate.models.installed import installation_model_store
 from facegate.principal import Principal
 from facegate.provenance.endpoints import installation_keys
@@ -30,6 +32,8 @@ class RequestInputs:
 
     asked: SubmissionInputs
     sources: list[bytes]
+    # The largest memory budget of a worker that could run the jobs (facegate.jobs.capacity).
+    memory_limit: int | None = None
 
     def read(self, upload: UploadFile) -> bytes:
         """A further upload of the request (a target), under the same byte limit."""
@@ -73,4 +77,5 @@ def request_inputs(
         principal.tenant_id,
         chosen,
     )
-    return RequestInputs(asked, chosen)
+    limit = memory_limit(session, principal.tenant_id, settings.worker_memory_budget())
+    return RequestInputs(asked, chosen, limit)

@@ -113,7 +113,7 @@ def submit_batch(
             )
             submitted = BatchService(read, store).precheck(submission, asked.policy)
         if submitted is None:
-            prepared = prepare_batch(submission, asked.policy)
+            prepared = prepare_batch(submission, asked.policy, given.memory_limit)
             store_inputs(store, prepared.jobs)
             with session_scope(write_sessions(state)) as write:
                 submitted = BatchService(write, store).submit(prepared, asked.policy)

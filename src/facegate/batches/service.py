@@ -91,11 +91,17 @@ class PreparedBatch:
     jobs: list[PreparedJob]
 
 
-def prepare_batch(request: BatchSubmission, policy: Policy) -> PreparedBatch:
-    """Step 2, in no transaction: the shared sources verified once, then each target."""
+def prepare_batch(
+    request: BatchSubmission, policy: Policy, memory_limit: int | None = None
+) -> PreparedBatch:
+    """Step 2, in no transaction: the shared sources verified once, then each target (each
+    held to ``memory_limit``, facegate.jobs.capacity)."""
     source_types = verify_sources(request.sources, policy)
     items = [request.item(target) for target in request.targets]
-    return PreparedBatch(request, [prepare_job(item, policy, source_types) for item in items])
+    return PreparedBatch(
+        request,
+        [prepare_job(item, policy, source_types, memory_limit=memory_limit) for item in items],
+    )
 
 
 @dataclass(frozen=True)

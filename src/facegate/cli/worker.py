@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import click
 import onnxruntime
 
@@ -10,6 +12,29 @@ from facegate.errors import InvalidSettings
 from facegate.queue.postgres import ServedTenants
 from facegate.settings import Settings, get_settings
 from facegate.worker.process import WorkerOptions, run_worker
+
+
+class MemorySize(click.ParamType[int, object]):
+    """Bytes, or a number with a binary unit: ``6GiB``, ``512M``, ``1.5G`` (K, M, G, T)."""
+
+    name = "bytes"
+    _UNITS: ClassVar[dict[str, int]] = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in self._UNITS else ""
+        try:
+            number = float(text[: len(text) - len(unit)])
+        except ValueError:
+            self.fail(f"{value!r} is not a size (bytes, or e.g. 6GiB, 512M)", param, ctx)
+        size = int(number * self._UNITS[unit])
+        if size < 1:
+            self.fail(f"{value!r}: a memory budget must be at least 1 byte", param, ctx)
+        return size
 
 
 def _runs_on_device(settings: Settings) -> bool:
@@ -60,6 +85,16 @@ def _runs_on_device(settings: Settings) -> bool:
     "cuda, or auto where onnxruntime offers CUDA).",
 )
 @click.option(
+    "--memory",
+    "memory_bytes",
+    type=MemorySize(),
+    default=None,
+    help="Memory budget: the estimated peaks of the jobs held at once stay within it, and the "
+    "API refuses a job over every live worker's budget (FACEGATE_WORKER_MEMORY_BYTES; bytes, "
+    "or e.g. 6GiB). Default: 3/4 of the machine's memory (its container's limit where lower); "
+    "on a CUDA worker FACEGATE_INFERENCE_GPU_MEM_LIMIT when set.",
+)
+@click.option(
     "--runner",
     default=None,
     help="module:factory of a JobRunner (called with the TenantStore; FACEGATE_WORKER_RUNNER); "
@@ -86,6 +121,7 @@ def worker(
     grace_seconds: float | None,
     heartbeat_seconds: float | None,
     uses_device: bool | None,
+    memory_bytes: int | None,
     runner: str | None,
     lane: str,
     port: int | None,
@@ -99,14 +135,17 @@ def worker(
         worker_heartbeat_seconds=heartbeat_seconds,
         worker_device=uses_device,
         worker_runner=runner,
+        worker_memory_bytes=memory_bytes,
     )
     device = settings.worker_device
+    uses_device = _runs_on_device(settings) if device is None else device
     options = WorkerOptions(
         served=ServedTenants.parse(settings.worker_tenants, logical_only=True),
         concurrency=settings.worker_concurrency or settings.workers or 2,
         grace_seconds=settings.worker_grace_seconds,
         heartbeat_seconds=settings.worker_heartbeat_seconds,
-        uses_device=_runs_on_device(settings) if device is None else device,
+        uses_device=uses_device,
+        memory_bytes=settings.worker_memory_budget(uses_device),
         runner=settings.worker_runner,
         max_seconds=settings.short_lane_seconds if lane == "short" else None,
         nice=settings.short_lane_nice if lane == "short" else settings.worker_nice,

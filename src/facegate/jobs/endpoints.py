@@ -155,7 +155,7 @@ def submit_job(
             )
             submitted = JobService(read, store).precheck(submission, asked.policy)
         if submitted is None:
-            prepared = prepare_job(submission, asked.policy)
+            prepared = prepare_job(submission, asked.policy, memory_limit=given.memory_limit)
             store_inputs(store, [prepared])
             with session_scope(write_sessions(state)) as write:
                 submitted = JobService(write, store).submit(prepared, asked.policy)

@@ -31,7 +31,7 @@ from facegate.consent.service import ConsentService
 from facegate.engine.image import ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import InvalidInput, NotFound, QuotaExceeded
-from facegate.jobs.cost import TargetShape, estimate_cost
+from facegate.jobs.cost import TargetShape, check_memory_budget, estimate_cost
 from facegate.jobs.options import validate_processors
 from facegate.jobs.policy import JobOptions, check_output_resolution
 from facegate.jobs.repository import JobRepository
@@ -165,16 +165,22 @@ def verify_sources(sources: Sequence[bytes], policy: Policy) -> list[str]:
 
 
 def prepare_job(
-    request: Submission, policy: Policy, source_types: Sequence[str] | None = None
+    request: Submission,
+    policy: Policy,
+    source_types: Sequence[str] | None = None,
+    *,
+    memory_limit: int | None = None,
 ) -> PreparedJob:
     """Step 2 of a submission, in no transaction: decode or probe its inputs under the
     policy's limits. ``source_types``: the sources were verified already (a batch verifies
-    its shared sources once for all its items)."""
+    its shared sources once for all its items). ``memory_limit``: the largest memory budget
+    of a worker (facegate.jobs.capacity); a job estimated over it is refused (422)."""
     if source_types is None:
         source_types = verify_sources(request.sources, policy)
     spec = request.options.spec
     kind, target_type, shape = _check_target(request.target, spec, policy, input_limits(policy))
     cost = estimate_cost(spec.processors, spec.processor_options, shape, video=kind == "video")
+    check_memory_budget(cost.memory_bytes, memory_limit, what="every worker's memory budget")
     uploads = [
         Upload(f"source-{i}", data, content_type)
         for i, (data, content_type) in enumerate(zip(request.sources, source_types, strict=True))

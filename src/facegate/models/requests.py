@@ -53,6 +53,8 @@ def inference_pool_settings(settings: Settings) -> PoolSettings:
         intra_op_threads=settings.inference_intra_op_threads,
         inter_op_threads=settings.inference_inter_op_threads,
         device=settings.inference_device,
+        gpu_mem_limit=settings.inference_gpu_mem_limit,
+        arena_extend_strategy=settings.inference_arena_extend_strategy,
     )
 
 

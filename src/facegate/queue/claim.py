@@ -37,13 +37,16 @@ CLAIM_LOCK_KEY = 0x66676A62  # "fgjb"
 
 @dataclass(frozen=True)
 class Claim:
-    """A job a worker now holds, until ``lease_expires_at`` unless renewed."""
+    """A job a worker now holds, until ``lease_expires_at`` unless renewed; ``memory_bytes``:
+    its estimated peak (facegate.jobs.cost; 0 when unknown), which the worker counts against
+    its memory budget while it holds the job."""
 
     job_id: uuid.UUID
     tenant_id: str
     attempt: int
     lease_owner: str
     lease_expires_at: datetime
+    memory_bytes: int = 0
 
 
 class JobClaimer(Protocol):
@@ -173,8 +176,9 @@ class LockingClaimer(ClaimOne):
             .returning(Job.id, Job.attempts)
         )
         attempts = {row[0]: int(row[1]) for row in rows}
+        memory = {job.id: job.memory_bytes or 0 for job in queued}
         return [
-            Claim(c.id, c.tenant_id, attempts[c.id], worker_id, expires)
+            Claim(c.id, c.tenant_id, attempts[c.id], worker_id, expires, memory[c.id])
             for c in chosen
             if c.id in attempts  # all of them: nothing else claims under the lock
         ]

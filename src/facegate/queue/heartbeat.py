@@ -38,6 +38,7 @@ def register(session: Session, worker: WorkerInfo) -> None:
             pid=worker.pid,
             tenants=worker.tenants,
             concurrency=worker.concurrency,
+            memory_budget_bytes=worker.memory_budget_bytes,
             status="running",
             running_jobs=0,
             started_at=now,

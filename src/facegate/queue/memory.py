@@ -117,7 +117,16 @@ class MemoryQueue(ClaimOne):
                 job.lease_owner, job.lease_expires_at = worker_id, expires
                 job.progress, job.stage, job.holds_device = 0.0, "claimed", uses_device
                 job.values["started_at"] = now
-                claims.append(Claim(job.id, job.tenant_id, job.attempts, worker_id, expires))
+                claims.append(
+                    Claim(
+                        job.id,
+                        job.tenant_id,
+                        job.attempts,
+                        worker_id,
+                        expires,
+                        job.memory_bytes or 0,
+                    )
+                )
             return claims
 
     def _loads(self) -> dict[str, TenantLoad]:

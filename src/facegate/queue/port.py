@@ -34,6 +34,9 @@ class WorkerInfo:
     pid: int
     tenants: list[str] | None
     concurrency: int
+    # The estimated peak memory it takes on at once (None: no budget); the API refuses a
+    # job whose estimate is over every live worker's (facegate.jobs.capacity).
+    memory_budget_bytes: int | None = None
 
 
 class JobQueue(Protocol):

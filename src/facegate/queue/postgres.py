@@ -70,7 +70,7 @@ class ServedTenants:
 
 
 # The PL/pgSQL claim, rendered from facegate.queue.fairness so the order has one definition;
-# migration 0023_scheduling installs this text (frozen there; tests/jobs/test_fair_order.py
+# migration 0025_claim_memory installs this text (frozen there; tests/jobs/test_fair_order.py
 # fails when the two differ). PL/pgSQL takes a fresh snapshot for each statement of a
 # VOLATILE function, so the claim statement, run after the tenants' advisory locks are
 # granted, sees every earlier claim of those tenants: a lock is released only when its
@@ -81,7 +81,8 @@ CREATE OR REPLACE FUNCTION facegate_claim_batch(
     p_owner text, p_expires timestamptz, p_now timestamptz, p_uses_device boolean,
     p_served text[], p_logical_only boolean, p_namespace integer, p_limit integer,
     p_max_seconds double precision, p_memory_budget bigint
-) RETURNS TABLE (job_id uuid, job_tenant text, job_attempts integer) AS $$
+) RETURNS TABLE (job_id uuid, job_tenant text, job_attempts integer, job_memory bigint)
+AS $$
 DECLARE
     cand record;
     candidates text[] := '{{}}';
@@ -200,7 +201,7 @@ BEGIN
             FOR UPDATE OF j SKIP LOCKED))
         RETURNING u.id, u.tenant_id, u.attempts
     )
-    SELECT claimed.id, claimed.tenant_id::text, claimed.attempts
+    SELECT claimed.id, claimed.tenant_id::text, claimed.attempts, chosen.memory_bytes::bigint
     FROM claimed JOIN chosen ON chosen.id = claimed.id
     ORDER BY {fair_order_chosen};
 END;
@@ -221,7 +222,7 @@ def claim_function_sql() -> str:
 # The whole claim is one round trip: ``facegate_claim_batch`` ranks the candidates, takes
 # the tenants' locks and claims under them.
 _CLAIM = (
-    "SELECT job_id, job_tenant, job_attempts FROM facegate_claim_batch("
+    "SELECT job_id, job_tenant, job_attempts, job_memory FROM facegate_claim_batch("
     "%(owner)s, %(expires)s, %(now)s, %(uses_device)s, %(served)s, %(logical_only)s, "
     "%(namespace)s, %(limit)s, %(max_seconds)s, %(memory_budget)s)"
 )
@@ -270,8 +271,8 @@ class PostgresClaimer(ClaimOne):
             "memory_budget": fit.memory_bytes,
         }
         return [
-            Claim(job_id, tenant_id, int(attempts), worker_id, expires)
-            for job_id, tenant_id, attempts in self._fetch(params)
+            Claim(job_id, tenant_id, int(attempts), worker_id, expires, int(memory))
+            for job_id, tenant_id, attempts, memory in self._fetch(params)
         ]
 
     def _fetch(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -53,24 +53,35 @@ KILL_AFTER_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Lane:
-    """One child process: how many workers, which jobs, at what CPU priority."""
+    """One child process: how many workers, which jobs, at what CPU priority, within how
+    much memory."""
 
     name: str
     workers: int
     nice: int
     max_seconds: float | None = None
+    memory_bytes: int | None = None
 
 
 def embedded_lanes(settings: Settings) -> list[Lane]:
     """The children of ``serve``: the general workers and the short-job lane (each only
-    when it has workers)."""
+    when it has workers). They share the machine's memory budget
+    (``Settings.worker_memory_budget``) in proportion to their workers."""
+    budget = settings.worker_memory_budget()
+    workers = settings.workers + settings.short_lane_workers
     lanes = [
-        Lane("general", settings.workers, settings.worker_nice),
+        Lane(
+            "general",
+            settings.workers,
+            settings.worker_nice,
+            memory_bytes=budget * settings.workers // max(1, workers),
+        ),
         Lane(
             "short",
             settings.short_lane_workers,
             settings.short_lane_nice,
             settings.short_lane_seconds,
+            memory_bytes=budget * settings.short_lane_workers // max(1, workers),
         ),
     ]
     return [lane for lane in lanes if lane.workers > 0]
@@ -98,6 +109,7 @@ def child_main(settings: Settings, lane: Lane, wake: Any, parent_pid: int) -> No
         heartbeat_seconds=settings.worker_heartbeat_seconds,
         runner=settings.worker_runner,
         max_seconds=lane.max_seconds,
+        memory_bytes=lane.memory_bytes,
         nice=lane.nice,
         webhooks=False,
         wake=wake,

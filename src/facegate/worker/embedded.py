@@ -52,6 +52,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         workers=settings.workers,
         lease_seconds=settings.job_lease_seconds,
         poll_seconds=settings.job_poll_seconds,
+        memory_bytes=settings.worker_memory_budget(),
     )
     # The embedded shape makes its signing identity on first start, as it makes its database.
     marker = marker_for(settings.provenance_path, create=True)
@@ -78,6 +79,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
             state.face_engine,
             scratch=scratch,
             moderation=job_moderation(settings.moderation_video_gap_seconds),
+            memory_budget=config.memory_bytes,
         ),
         queue=queue,
         scratch=scratch,

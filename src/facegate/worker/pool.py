@@ -64,10 +64,17 @@ class WorkerConfig:
     # A short-job lane: only jobs estimated to take at most this many seconds
     # (facegate.jobs.cost); None takes any job.
     max_seconds: float | None = None
+    # The memory budget: the estimated peaks of the jobs this pool holds (running and in
+    # hand) stay within it (Settings.worker_memory_budget; None: no bound).
+    memory_bytes: int | None = None
 
-    def fit(self) -> Fit:
-        """What this pool's workers may claim now."""
-        return Fit(max_seconds=self.max_seconds)
+    def fit(self, held_bytes: int = 0) -> Fit:
+        """What this pool's workers may claim now, holding jobs estimated at
+        ``held_bytes``."""
+        if self.memory_bytes is None:
+            return Fit(max_seconds=self.max_seconds)
+        free = max(0, self.memory_bytes - held_bytes)
+        return Fit(max_seconds=self.max_seconds, memory_bytes=free)
 
     @property
     def device(self) -> str:
@@ -110,6 +117,8 @@ class WorkerPool:
         self._in_hand: deque[_InFlight] = deque()  # claimed for an idle thread
         self._idle = 0  # threads waiting for work
         self._lock = threading.Lock()
+        # One claim at a time: each claims within what the jobs held leave of the budget.
+        self._claiming = threading.Lock()
         self._unlisten: Callable[[], None] | None = None
 
     @classmethod
@@ -245,26 +254,44 @@ class WorkerPool:
         with self._lock:
             if self._in_hand:
                 return self._in_hand.popleft()
-            idle = self._idle
         if self._stop.is_set():
             return None
-        claims = self.queue.claim_many(
-            worker_id,
-            limit=1 + idle,
-            lease_seconds=self.config.lease_seconds,
-            uses_device=self.config.uses_device,
-            fit=self.config.fit(),
-        )
-        if not claims:
-            return None
-        flights = [_InFlight(claim) for claim in claims]
-        with self._lock:
-            for flight in flights:
-                self._in_flight[flight.claim.job_id] = flight
-            self._in_hand.extend(flights[1:])
+        with self._claiming:
+            with self._lock:
+                if self._in_hand:  # claimed for this thread while it waited
+                    return self._in_hand.popleft()
+                idle = self._idle
+                held = self.held_bytes()
+            claims = self._claim(worker_id, 1 + idle, self.config.fit(held))
+            if not claims and held == 0 and self.config.memory_bytes is not None:
+                # Nothing fits a whole budget: the job at the head of the fair order may be
+                # larger than it (estimated before this budget was set). Taken alone, it is
+                # failed by its runner's check (memory-budget-exceeded) instead of blocking
+                # every job behind it on this worker.
+                claims = self._claim(worker_id, 1, Fit(max_seconds=self.config.max_seconds))
+            if not claims:
+                return None
+            flights = [_InFlight(claim) for claim in claims]
+            with self._lock:
+                for flight in flights:
+                    self._in_flight[flight.claim.job_id] = flight
+                self._in_hand.extend(flights[1:])
         if len(flights) > 1:
             self.wake()
         return flights[0]
+
+    def _claim(self, worker_id: str, limit: int, fit: Fit) -> list[Claim]:
+        return self.queue.claim_many(
+            worker_id,
+            limit=limit,
+            lease_seconds=self.config.lease_seconds,
+            uses_device=self.config.uses_device,
+            fit=fit,
+        )
+
+    def held_bytes(self) -> int:
+        """The estimated peak memory of the jobs this pool holds (call under ``_lock``)."""
+        return sum(flight.claim.memory_bytes for flight in self._in_flight.values())
 
     def renew_leases(self) -> None:
         with self._lock:

@@ -67,6 +67,7 @@ class WorkerOptions:
     # SQLite shape has no NOTIFY), and the parent's pid (a child whose parent is gone stops).
     wake: Any = None
     parent_pid: int | None = None
+    memory_bytes: int | None = None  # the memory budget (Settings.worker_memory_budget)
 
 
 def make_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
@@ -79,7 +80,11 @@ def make_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
 
 
 def load_runner(
-    target: str | None, tenant_store: TenantStore, scratch: ScratchSpace, settings: Settings
+    target: str | None,
+    tenant_store: TenantStore,
+    scratch: ScratchSpace,
+    settings: Settings,
+    memory_bytes: int | None = None,
 ) -> JobRunner:
     """The engine runner (this process's engine runtime, its warm-up list loaded now), or
     ``module:factory`` called with the TenantStore (a plug-in runner: another engine build,
@@ -92,6 +97,7 @@ def load_runner(
             engine,
             scratch=scratch,
             moderation=job_moderation(settings.moderation_video_gap_seconds),
+            memory_budget=memory_bytes,
         )
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)
@@ -209,6 +215,7 @@ def run_worker(
         poll_seconds=settings.job_poll_seconds,
         uses_device=options.uses_device,
         max_seconds=options.max_seconds,
+        memory_bytes=options.memory_bytes,
     )
     queue = (queue_factory or make_queue)(engine, options.served, config.device)
     scratch = ScratchSpace()
@@ -219,7 +226,7 @@ def run_worker(
         # A cluster worker signs with the installation's mounted Secret; without it, it
         # does not start (ProvenanceUnavailable names the folder).
         marker=marker_for(settings.provenance_path),
-        runner=load_runner(options.runner, tenant_store, scratch, settings),
+        runner=load_runner(options.runner, tenant_store, scratch, settings, options.memory_bytes),
         queue=queue,
         scratch=scratch,
         tenants=options.served.tenants,  # a dedicated worker purges only its tenants
@@ -231,6 +238,7 @@ def run_worker(
         pid=os.getpid(),
         tenants=sorted(served) if served is not None else None,
         concurrency=options.concurrency,
+        memory_budget_bytes=options.memory_bytes,
     )
     heartbeat = Heartbeat(
         queue, worker, running_jobs=pool.running_jobs, every_seconds=options.heartbeat_seconds

@@ -15,6 +15,7 @@ from facegate.engine.moderation import ModerationPolicy
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.watermark import embed_watermark
+from facegate.jobs.cost import TargetShape
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
@@ -23,7 +24,7 @@ from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JOB_MODERATION, JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.scratch import ScratchSpace
-from facegate.worker.video_runner import run_video_job
+from facegate.worker.video_runner import check_decoded_memory, run_video_job
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
@@ -49,8 +50,12 @@ class EngineRunner:
         engine: EngineRuntime,
         scratch: ScratchSpace | None = None,
         moderation: ModerationPolicy = JOB_MODERATION,
+        memory_budget: int | None = None,
     ) -> None:
         self.tenant_store = tenant_store
+        # The worker's memory budget: a job whose estimate from its decoded target is over
+        # it fails (memory-budget-exceeded) before the pipeline runs; None: no check.
+        self.memory_budget = memory_budget
         self.moderation = moderation  # the jobs' policy (the installation's video gap)
         # The runtime's source cache is shared by the jobs this runner runs: a batch's items
         # (one source, many targets) analyse their source once. Keys hold the tenant: no
@@ -81,6 +86,7 @@ class EngineRunner:
                 self.scratch,
                 self.moderation_decisions,
                 self.moderation,
+                self.memory_budget,
             )
         started = time.perf_counter()
         spec = PipelineSpec.model_validate(job.spec)
@@ -104,6 +110,7 @@ class EngineRunner:
         if target is None:
             raise RuntimeError(f"job {job.id} has no target input")
         check_output_resolution(spec, policy, target.width, target.height)
+        check_decoded_memory(spec, TargetShape(target.width, target.height), self.memory_budget)
         moderation = JobModeration(
             job.tenant_id,
             policy.moderation,

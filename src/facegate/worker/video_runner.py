@@ -22,6 +22,7 @@ from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoProgress
 from facegate.engine.watermark import VideoWatermark
+from facegate.jobs.cost import TargetShape, check_memory_budget, estimate_cost
 from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
@@ -74,6 +75,18 @@ def progress_reporter(
     return report
 
 
+def check_decoded_memory(
+    spec: PipelineSpec, target: TargetShape, budget: int | None, *, video: bool = False
+) -> None:
+    """The job's memory estimate again, from its target as decoded (or its video as opened)
+    rather than as submitted: a header that understated the size gains nothing, and a job
+    over this worker's whole budget fails (memory-budget-exceeded) before it runs."""
+    if budget is None:
+        return
+    cost = estimate_cost(spec.processors, spec.processor_options, target, video=video)
+    check_memory_budget(cost.memory_bytes, budget, what="this worker's memory budget")
+
+
 def finish_frames(policy: Policy, mark: JobMark) -> Callable[[Frame, int], Frame]:
     """Last on every output frame, in order: the disclosure label (when the tenant's policy
     has one), then the watermark (always)."""
@@ -96,6 +109,7 @@ def run_video_job(
     scratch: ScratchSpace,
     decisions: ModerationDecisions | None = None,
     moderation_policy: ModerationPolicy = JOB_MODERATION,
+    memory_budget: int | None = None,
 ) -> JobOutput:
     """The video counterpart of ``EngineRunner.run`` (same checks, same JobOutput; the
     sources analysed through the runtime's source cache); its files live in the worker's
@@ -119,6 +133,8 @@ def run_video_job(
                 input_bytes += len(data)
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
+        shape = TargetShape(info.width, info.height, info.frames)
+        check_decoded_memory(spec, shape, memory_budget, video=True)
         moderation = JobModeration(
             job.tenant_id,
             policy.moderation,

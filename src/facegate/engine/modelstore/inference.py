@@ -5,10 +5,12 @@ safe to call concurrently), bounded by an LRU on estimated memory (the file size
 Execution providers are chosen from what is installed: CUDA first when ``onnxruntime-gpu``
 is present (the ``cuda`` variant of the container image installs it in place of
 ``onnxruntime``), else the CPU; asking for ``cuda`` where it is missing is an error, never a
-silent run on the CPU. Before the first CUDA session the CUDA and cuDNN libraries are loaded
-from the ``nvidia-*`` wheels installed beside onnxruntime-gpu (or the loader's default paths).
-An evicted session stays valid for whoever still holds it; the pool
-only stops handing it out.
+silent run on the CPU. The CUDA provider's memory arena is capped and grown as
+``PoolSettings`` says (``gpu_mem_limit``, ``arena_extend_strategy``: the memory budget of
+a device worker, docs/scheduling-memory.md). Before the first CUDA session the CUDA and
+cuDNN libraries are loaded from the ``nvidia-*`` wheels installed beside onnxruntime-gpu (or
+the loader's default paths). An evicted session stays valid for whoever still holds it; the
+pool only stops handing it out.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 Device = Literal["auto", "cuda", "cpu"]
+ArenaExtendStrategy = Literal["kNextPowerOfTwo", "kSameAsRequested"]
 PREFERRED_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
+#: What onnxruntime's InferenceSession takes for ``providers``: a name, or (name, options).
+ProviderSpec = str | tuple[str, dict[str, str]]
+SessionFactory = Callable[..., Any]
+"""Builds a session: ``(path, sess_options=, providers=)``, onnxruntime's InferenceSession
+unless a test hands in a fake device's."""
 
 LoadListener = Callable[[str, float], None]
 """Called with (kind, seconds) after each model load ("onnx" | "ncnn"): the service passes
@@ -62,6 +70,29 @@ class PoolSettings:
     intra_op_threads: int = 0  # 0: onnxruntime decides (one per core)
     inter_op_threads: int = 1
     device: Device = "auto"
+    # onnxruntime's CUDA provider: the cap of each session's memory arena on the device
+    # (gpu_mem_limit; None: none) and how the arena grows (arena_extend_strategy).
+    gpu_mem_limit: int | None = None
+    arena_extend_strategy: ArenaExtendStrategy = "kSameAsRequested"
+    device_id: int = 0
+
+
+def provider_options(providers: Sequence[str], settings: PoolSettings) -> list[ProviderSpec]:
+    """``providers`` as onnxruntime's InferenceSession takes them: the CUDA provider with
+    the device, its arena cap and growth from ``settings``; the others by name."""
+    chosen: list[ProviderSpec] = []
+    for name in providers:
+        if name != PREFERRED_PROVIDERS[0]:
+            chosen.append(name)
+            continue
+        options = {
+            "device_id": str(settings.device_id),
+            "arena_extend_strategy": settings.arena_extend_strategy,
+        }
+        if settings.gpu_mem_limit is not None:
+            options["gpu_mem_limit"] = str(settings.gpu_mem_limit)
+        chosen.append((name, options))
+    return chosen
 
 
 @dataclass
@@ -84,10 +115,14 @@ class InferencePool:
     """A process-wide cache of loaded models (onnxruntime sessions, ncnn nets)."""
 
     def __init__(
-        self, settings: PoolSettings | None = None, listeners: Sequence[LoadListener] = ()
+        self,
+        settings: PoolSettings | None = None,
+        listeners: Sequence[LoadListener] = (),
+        session_factory: SessionFactory = ort.InferenceSession,
     ) -> None:
         self.settings = settings or PoolSettings()
         self.listeners = tuple(listeners)
+        self.session_factory = session_factory
         self._entries: OrderedDict[tuple[str, ...], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, ...], threading.Lock] = {}
@@ -177,7 +212,10 @@ class InferencePool:
         options.intra_op_num_threads = self.settings.intra_op_threads
         options.inter_op_num_threads = self.settings.inter_op_threads
         options.log_severity_level = 3
-        return ort.InferenceSession(str(path), sess_options=options, providers=list(providers))
+        session: ort.InferenceSession = self.session_factory(
+            str(path), sess_options=options, providers=provider_options(providers, self.settings)
+        )
+        return session
 
 
 @functools.cache

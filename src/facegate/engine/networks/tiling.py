@@ -2,7 +2,8 @@
 ``merge_tile_frames``: ``size = (tile, pad, overlap)``; the frame is padded by ``pad`` on
 every side and by ``overlap`` plus a remainder, tiles step by ``tile - 2*overlap``, and each
 upscaled tile loses ``overlap*scale`` on every side before the pieces are stitched (no
-feathering). Memory is bounded by one tile whatever the frame size.
+feathering). Beyond the result itself, memory is bounded by one tile whatever the frame
+size (``enhance_tiled`` and ``enhance_fitted`` write each tile into the result as it comes).
 """
 
 from __future__ import annotations
@@ -67,18 +68,26 @@ def enhance_tiled(
     mode: PadMode = "constant",
     on_tile: Callable[[], None] | None = None,
 ) -> Frame:
-    """Upscale ``frame`` by ``scale`` through ``run_tile`` (BGR uint8 tile -> scaled tile)."""
+    """Upscale ``frame`` by ``scale`` through ``run_tile`` (BGR uint8 tile -> scaled tile).
+
+    Each upscaled tile goes into the result as soon as it is made (what
+    :func:`merge_tile_frames` does with the whole list), so the peak is the result plus one
+    tile's working memory, whatever the frame's size."""
     height, width = frame.shape[:2]
     tiles, pad_width, pad_height = create_tile_frames(frame, size, mode)
-    done: list[Frame] = []
-    for tile in tiles:
+    _, pad, overlap = size
+    per_row = (pad_width - 2 * overlap) // (size[0] - 2 * overlap)
+    inner = (size[0] - 2 * overlap) * scale
+    cut = overlap * scale
+    merged = np.zeros((pad_height * scale, pad_width * scale, 3), dtype=np.uint8)
+    for index, tile in enumerate(tiles):
         if on_tile is not None:
             on_tile()  # e.g. a cancellation check between tiles
-        done.append(run_tile(tile))
-    scaled = (size[0] * scale, size[1] * scale, size[2] * scale)
-    return merge_tile_frames(
-        done, width * scale, height * scale, pad_width * scale, pad_height * scale, scaled
-    )
+        done = run_tile(tile)
+        top, left = (index // per_row) * inner, (index % per_row) * inner
+        merged[top : top + inner, left : left + inner] = done[cut : cut + inner, cut : cut + inner]
+    edge = pad * scale
+    return merged[edge : edge + height * scale, edge : edge + width * scale]
 
 
 def fitted_spans(length: int, tile: int, overlap: int) -> list[tuple[int, int]]:

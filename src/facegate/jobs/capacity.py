@@ -1,0 +1,40 @@
+"""The largest memory budget among the workers that could run a tenant's job: the API
+refuses a job whose estimated peak (facegate.jobs.cost) is over it, since no worker would
+ever claim it (422 ``memory-budget-exceeded``, naming the limit).
+
+Workers register their budget in the ``workers`` table (facegate.queue.heartbeat). Live
+ones count: running, heard from within :data:`LIVE_WITHIN_SECONDS`, serving the tenant
+(every tenant, or a list that names it). Where none is registered (the embedded shape's
+in-process workers, or a cluster whose workers have not started yet) the budget this
+process's settings give a worker stands in.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from facegate.database import utcnow
+from facegate.jobs.tables import WorkerRecord
+
+#: A worker silent for longer does not count (its heartbeat is every 5 s by default; the
+#: workers mark one lost after three missed beats).
+LIVE_WITHIN_SECONDS = 60.0
+
+
+def memory_limit(session: Session, tenant_id: str, fallback: int | None) -> int | None:
+    """The largest budget of a live worker serving ``tenant_id``; None when one of them has
+    no budget; ``fallback`` when no live worker is registered."""
+    cutoff = utcnow() - timedelta(seconds=LIVE_WITHIN_SECONDS)
+    rows = session.execute(
+        select(WorkerRecord.tenants, WorkerRecord.memory_budget_bytes).where(
+            WorkerRecord.status == "running", WorkerRecord.heartbeat_at >= cutoff
+        )
+    ).all()
+    budgets = [budget for tenants, budget in rows if tenants is None or tenant_id in tenants]
+    if not budgets:
+        return fallback
+    known = [int(budget) for budget in budgets if budget is not None]
+    return max(known) if len(known) == len(budgets) else None
