@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnxruntime
 import pytest
 from tests.fakedevice import MIB, FakeCudaSession, FakeDevice, session_factory
 
@@ -62,7 +63,7 @@ def test_the_settings_reach_the_pool() -> None:
 
 @pytest.fixture
 def cuda_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inference.ort, "get_available_providers", lambda: WITH_CUDA)
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: WITH_CUDA)
     monkeypatch.setattr(inference, "load_cuda_libraries", lambda: None)
 
 

@@ -118,10 +118,11 @@ class InferencePool:
         self,
         settings: PoolSettings | None = None,
         listeners: Sequence[LoadListener] = (),
-        session_factory: SessionFactory = ort.InferenceSession,
+        session_factory: SessionFactory | None = None,
     ) -> None:
         self.settings = settings or PoolSettings()
         self.listeners = tuple(listeners)
+        # None: onnxruntime's InferenceSession, imported with the first ONNX model
         self.session_factory = session_factory
         self._entries: OrderedDict[tuple[str, ...], _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -212,7 +213,8 @@ class InferencePool:
         options.intra_op_num_threads = self.settings.intra_op_threads
         options.inter_op_num_threads = self.settings.inter_op_threads
         options.log_severity_level = 3
-        session: ort.InferenceSession = self.session_factory(
+        factory = self.session_factory or ort.InferenceSession
+        session: ort.InferenceSession = factory(
             str(path), sess_options=options, providers=provider_options(providers, self.settings)
         )
         return session
