@@ -80,6 +80,7 @@ def load_runner(
             engine,
             scratch=scratch,
             moderation=job_moderation(settings.moderation_video_gap_seconds),
+            segment_seconds=settings.video_segment_seconds,
         )
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)

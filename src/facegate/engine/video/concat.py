@@ -91,7 +91,7 @@ def _write(
             if packet.stream is video:
                 frames += 1
             out.mux(packet)
-        if encoding:
+        if encoding and audio is not None:
             out.mux(audio.encode())
         return ConcatResult(frames, template.width, template.height, audio is not None)
 
