@@ -3,7 +3,7 @@
 The worker that claimed the video splits it (``split``): in one transaction, guarded by its
 lease, it inserts one row per part (kind ``segment``, ``parent_id`` the video's job; the
 tenant, priority and creation time of the job, so the fair order treats them as the job's
-own) and turns the job into *waiting*: ``running`` without a lease (it takes no slot of the
+own, a microsecond apart to keep their order) and turns the job into *waiting*: ``running`` without a lease (it takes no slot of the
 tenant's cap and the reaper never sees it). Each part is an ordinary queued row: the fair
 claim, caps, leases, the reaper and cancel apply to it unchanged, so between two parts a
 worker goes back to the fair order.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from sqlalchemy import func, select, update
@@ -104,7 +105,8 @@ def split(
             inputs=list(job.inputs),
             priority=job.priority,
             max_attempts=job.max_attempts,
-            created_at=job.created_at,
+            # The job's age (a microsecond apart: the fair order takes them in order).
+            created_at=job.created_at + timedelta(microseconds=index),
             parent_id=job.id,
             estimated_seconds=(
                 None if job.estimated_seconds is None else job.estimated_seconds * share
