@@ -4,7 +4,6 @@ parts that are ordinary claimable rows, joined into the result a whole run gives
 from __future__ import annotations
 
 import io
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -205,7 +204,8 @@ def test_a_killed_workers_part_is_run_again_and_finished_once(setup: Setup, clip
     pool = setup.pool(segment_seconds=0.8, lease_seconds=0.2)
     assert pool.run_once("w0")
     ghost = LockingClaimer(setup.engine).claim("ghost", lease_seconds=0.2)
-    assert ghost is not None and ghost.job_id == setup.parts(job_id)[0].id
+    assert ghost is not None
+    assert ghost.job_id == setup.parts(job_id)[0].id
     time.sleep(0.3)  # the ghost's process was killed: its lease runs out
     pool.reap()
     assert setup.job(ghost.job_id).status == "queued"
@@ -232,7 +232,7 @@ def test_a_part_out_of_attempts_fails_the_job_and_stops_the_rest(setup: Setup, c
     pool.reap()
     failed = setup.job(job_id)
     assert (failed.status, failed.error_type) == ("failed", "lease-expired")
-    assert failed.error_detail is not None and failed.error_detail.endswith("(part 1 of 3)")
+    assert str(failed.error_detail).endswith("(part 1 of 3)")
     assert [p.status for p in setup.parts(job_id)] == ["failed", "cancelled", "cancelled"]
     assert not pool.run_once("w0")  # nothing left to claim
     [record] = setup.usage(job_id)

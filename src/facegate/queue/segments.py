@@ -3,8 +3,8 @@
 The worker that claimed the video splits it (``split``): in one transaction, guarded by its
 lease, it inserts one row per part (kind ``segment``, ``parent_id`` the video's job; the
 tenant, priority and creation time of the job, so the fair order treats them as the job's
-own, a microsecond apart to keep their order) and turns the job into *waiting*: ``running`` without a lease (it takes no slot of the
-tenant's cap and the reaper never sees it). Each part is an ordinary queued row: the fair
+own, a microsecond apart to keep their order) and turns the job into *waiting*: ``running``
+without a lease (it takes no slot of the tenant's cap and the reaper never sees it). Each part is an ordinary queued row: the fair
 claim, caps, leases, the reaper and cancel apply to it unchanged, so between two parts a
 worker goes back to the fair order.
 
