@@ -4,9 +4,9 @@ The worker that claimed the video splits it (``split``): in one transaction, gua
 lease, it inserts one row per part (kind ``segment``, ``parent_id`` the video's job; the
 tenant, priority and creation time of the job, so the fair order treats them as the job's
 own, a microsecond apart to keep their order) and turns the job into *waiting*: ``running``
-without a lease (it takes no slot of the tenant's cap and the reaper never sees it). Each part is an ordinary queued row: the fair
-claim, caps, leases, the reaper and cancel apply to it unchanged, so between two parts a
-worker goes back to the fair order.
+without a lease (it takes no slot of the tenant's cap and the reaper never sees it). Each
+part is an ordinary queued row: the fair claim, caps, leases, the reaper and cancel apply to
+it unchanged, so between two parts a worker goes back to the fair order.
 
 The transaction that ends a part decides for the job (``part_ended``), with the job's row
 locked so two parts ending at once see each other: the last part to succeed puts the job
