@@ -14,6 +14,15 @@ Ranges are whole multiples of the watermark's refresh period, so every frame car
 mark exactly as in a run of the whole video, and at least ``segment_seconds`` long (a short
 remainder joins the last part). Videos with a variable frame rate or a display rotation are
 not split (their frame ranges are not plain time ranges): they run whole.
+
+Who gets which source is decided once per face track, when the track appears; a part starts
+with fresh tracks, so it decides again at its first frame. That gives the same mapping only
+where the decision cannot depend on when it is made (``same_mapping_in_parts``): the
+selector gives every face source 0 (``many`` with one source or averaged sources), or the
+video never shows more than one face at once (mode ``one``: the one face is always first).
+``reference`` mode is never split: its decision is a descriptor distance under a threshold,
+measured on the track's first frame, and on a fresh track at a border it can fall the other
+way (two similar people: tests/engine/video/test_segment_selection.py shows one).
 """
 
 from __future__ import annotations
@@ -24,13 +33,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from facegate.engine.moderation import ModerationPolicy
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
+from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoInfo
+from facegate.engine.video.census import most_faces
 from facegate.engine.video.concat import Part, concat_parts
 from facegate.engine.watermark import VideoWatermark
 from facegate.jobs.policy import check_spec_allowed
@@ -114,6 +126,23 @@ def plan_ranges(info: VideoInfo, segment_seconds: float) -> list[FrameRange]:
     return [FrameRange(a, b) for a, b in zip(starts, ends, strict=True)]
 
 
+def same_mapping_in_parts(
+    spec: PipelineSpec, job: Job, engine: EngineRuntime, target: Path
+) -> bool:
+    """Whether parts that start with fresh face tracks select the faces a whole run does
+    (see the module's docstring)."""
+    selector = spec.selector
+    if selector.mode == "reference":
+        return False
+    sources = sum(1 for name in job.inputs if name.startswith("source-"))
+    if selector.mode == "many" and selector.mapping is None:
+        if sources <= 1 or selector.average_sources:
+            return True  # every face gets source 0, whenever it is decided
+    if selector.mode == "one" and selector.mapping is None:
+        return most_faces(target, engine.analyser, TrackerOptions().detect_every) <= 1
+    return False
+
+
 def split_video_job(
     store: TenantStore,
     engine: EngineRuntime,
@@ -133,7 +162,7 @@ def split_video_job(
         download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
         ranges = plan_ranges(info, segment_seconds)
-        if len(ranges) < 2:
+        if len(ranges) < 2 or not same_mapping_in_parts(spec, job, engine, target):
             return None
         sources, source_keys, _ = load_sources(store, job, policy)
         checks = moderation(job)
