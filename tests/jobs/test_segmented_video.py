@@ -268,7 +268,9 @@ def test_a_cancel_of_the_job_stops_its_running_parts_within_two_seconds(
     long_clip = tmp_path / "long.mp4"
     make_face_clip(long_clip, TARGET_FACE, ClipSpec(seconds=6.0, width=320, height=240))
     job_id = setup.submit("heavy", long_clip.read_bytes())
-    running(segment_seconds=2.0, workers=2)
+    # A short lease: its renewal (every third of it) passes the cancel on even when the
+    # shared machine is so loaded that a frame, and so a progress report, takes seconds.
+    running(segment_seconds=2.0, workers=2, lease_seconds=3.0)
     wait_until(lambda: any(p.status == "running" and p.progress > 0 for p in setup.parts(job_id)))
     asked = time.monotonic()
     with session_scope(setup.sessions) as session:
@@ -284,6 +286,27 @@ def test_a_cancel_of_the_job_stops_its_running_parts_within_two_seconds(
     assert record.status == "cancelled"
     assert record.compute_seconds == pytest.approx(cancelled.compute_seconds)
     assert record.compute_seconds >= sum(p.compute_seconds or 0 for p in setup.parts(job_id))
+
+
+def test_a_cancel_while_no_part_runs_ends_the_job_billing_its_split(
+    setup: Setup, clip: bytes
+) -> None:
+    job_id = setup.submit("heavy", clip)
+    pool = setup.pool(segment_seconds=0.8)
+    assert pool.run_once("w0")  # the split; every part is queued
+    with session_scope(setup.sessions) as session:
+        JobRepository(session).request_cancel("heavy", job_id)
+    assert [p.status for p in setup.parts(job_id)] == ["cancelled"] * 3
+    back = setup.job(job_id)
+    assert (back.status, back.stage, back.cancel_requested) == ("queued", "cancelling", True)
+    split_seconds = back.compute_seconds
+    assert split_seconds is not None
+    assert drain(pool) == 1  # a worker ends it
+    cancelled = setup.job(job_id)
+    assert cancelled.status == "cancelled"
+    [record] = setup.usage(job_id)
+    assert record.status == "cancelled"
+    assert split_seconds <= record.compute_seconds < split_seconds + 1
 
 
 def test_a_light_job_is_claimed_between_two_parts_of_a_heavy_video(
