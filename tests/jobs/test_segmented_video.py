@@ -341,9 +341,10 @@ def test_a_light_job_is_claimed_between_two_parts_of_a_heavy_video(
     video_id = setup.submit("heavy", long_clip.read_bytes())
     running(segment_seconds=0.8, workers=2)
     wait_until(lambda: sum(p.status == "running" for p in setup.parts(video_id)) == 2)
+    image_id = setup.submit("light", TARGET_FACE.read_bytes(), kind="image")
+    # the parts still queued once the light job is in the queue
     waiting = {p.id for p in setup.parts(video_id) if p.status == "queued"}
     assert len(waiting) >= 2
-    image_id = setup.submit("light", TARGET_FACE.read_bytes(), kind="image")
     wait_until(lambda: setup.job(image_id).status in TERMINAL)
     wait_until(lambda: setup.job(video_id).status in TERMINAL, timeout=240)
     light = setup.job(image_id)
