@@ -13,6 +13,15 @@ billed and the machine's load are printed.
     .venv/bin/python benchmarks/segments_bench.py [--seconds 60] [--height 1080]
         [--segment-seconds 6] [--rounds 2]
 
+Measured on the shared 2-core development VM while other sessions' test runs kept its load
+at 12 to 21 (so these figures say nothing of the design: two workers got no more CPU than
+one; the default 60 s run did not fit the session's time):
+
+- 8 s 1080p, parts of 2 s, 2 rounds: whole 124.2 s and 382.8 s, 2 workers 365.2 s and
+  405.2 s (billed 623.9 s and 598.2 s against 123.4 s and 381.2 s): 0.66x by the medians;
+- 6 s 1080p, parts of 1.5 s: whole 183.5 s, 2 workers 223.9 s and 197.4 s (the second
+  whole run was cut off by the session's time limit).
+
 No thread budget per part is set: each worker's run uses the engine's defaults (2 render
 threads, FFmpeg's automatic decoder and x264 threads, 2 analyser threads), so on a machine
 with fewer cores than workers x threads the parts compete for them.
