@@ -18,7 +18,7 @@ at 12 to 21 (so these figures say nothing of the design: two workers got no more
 one; the default 60 s run did not fit the session's time):
 
 - 8 s 1080p, parts of 2 s, 2 rounds: whole 124.2 s and 382.8 s, 2 workers 365.2 s and
-  405.2 s (billed 623.9 s and 598.2 s against 123.4 s and 381.2 s): 0.66x by the medians;
+  405.2 s (billed 624.0 s and 598.2 s against 123.4 s and 381.2 s): 0.66x by the medians;
 - 6 s 1080p, parts of 1.5 s: whole 183.5 s, 2 workers 223.9 s and 197.4 s (the second
   whole run was cut off by the session's time limit).
 
