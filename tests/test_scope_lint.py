@@ -15,15 +15,20 @@ import ast
 import importlib
 from pathlib import Path
 
+from sqlalchemy import select
+
 from facegate.database import Base
+from facegate.jobs.repository import ONE_JOB, JobRepository
+from facegate.jobs.tables import Job
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "facegate"
 BUILDERS = {"select", "update", "delete", "get", "get_one", "query"}
 SCOPED_WRITES = {"update", "delete"}
 # table class -> (its repository module, the functions that may start a statement on it)
 SCOPED: dict[str, tuple[str, set[str]]] = {
-    # operator_statement: the admin's and the exporter's reads across tenants.
-    "Job": ("jobs/repository.py", {"readable_statement", "operator_statement"}),
+    # operator_statement: the admin's and the exporter's reads across tenants;
+    # parts_statement: the scheduler's parts of one job of the tenant (its cancel).
+    "Job": ("jobs/repository.py", {"readable_statement", "operator_statement", "parts_statement"}),
     "StoredObject": ("storage/repository.py", {"readable_statement"}),
     "UsageRecord": ("usage/repository.py", {"readable_statement"}),
     # scan: the hash chain's verification walks every event.
@@ -69,6 +74,7 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
 SCHEDULER: dict[str, set[str]] = {
     "queue/claim.py": {"Job", "Policy", "Tenant"},
     "queue/leases.py": {"Job"},
+    "queue/segments.py": {"Job"},
     "jobs/gauges.py": {"Job"},
 }
 
@@ -183,3 +189,17 @@ def test_the_lint_catches_a_bypass() -> None:
         "storage/repository.py:7 in drop_all(): delete(StoredObject...) bypasses "
         "['readable_statement']",
     ]
+
+
+def test_no_tenant_facing_statement_of_jobs_returns_a_part() -> None:
+    """The parts of a segmented job (rows with a parent) are the scheduler's: every
+    statement a tenant or an operator reads jobs through leaves them out."""
+    statements = {
+        "readable_statement": JobRepository.readable_statement("t"),
+        "operator_statement": JobRepository.operator_statement(),
+        "ONE_JOB": ONE_JOB,
+    }
+    for name, statement in statements.items():
+        assert "jobs.parent_id IS NULL" in str(statement), name
+    # and the check sees a statement that forgot it
+    assert "jobs.parent_id IS NULL" not in str(select(Job).where(Job.tenant_id == "t"))

@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     # SIGKILL) is requeued once it expires.
     job_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     job_poll_seconds: float = Field(default=0.5, gt=0, le=60)
+    # A video at least twice this long is cut into parts of about this many seconds that
+    # several workers run at once, each part an ordinary job of the fair claim (0: never).
+    video_segment_seconds: float = Field(default=6.0, ge=0, le=3600)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     tls_cert: Path | None = None

@@ -34,7 +34,8 @@ class JobGaugeCollector(Collector):
         with self.engine.connect() as connection:
             rows = connection.execute(
                 select(Job.status, Job.tenant_id, func.count())
-                .where(Job.status.in_(("queued", "running")))
+                # Parts of a segmented job are counted in the job they belong to.
+                .where(Job.status.in_(("queued", "running")), Job.parent_id.is_(None))
                 .group_by(Job.status, Job.tenant_id)
             ).all()
             oldest = connection.execute(

@@ -4,7 +4,10 @@
 ``Job`` starts; every method derives from it, so a job of another tenant is simply absent
 (and answers 404 exactly like a missing id). ``tests/test_scope_lint.py`` fails when
 code elsewhere queries ``Job`` directly. The scheduler's cross-tenant statements (claim,
-leases) live in ``queue/claim.py`` and ``queue/leases.py`` and never serve a request.
+leases, segments) live in ``queue/claim.py``, ``queue/leases.py`` and ``queue/segments.py``
+and never serve a request. The parts of a segmented video (rows with a ``parent_id``) are
+the scheduler's: no tenant-facing statement returns or counts them; the tenant sees, lists,
+counts and cancels the job they belong to (``parts_statement`` reaches them only from it).
 """
 
 from __future__ import annotations
@@ -51,14 +54,23 @@ class JobRepository:
     @staticmethod
     def readable_statement(tenant_id: str | BindParameter[str]) -> Select[Job]:
         """Every tenant-facing query of jobs starts here (``tenant_id`` may be a bound
-        parameter, for a statement built once and executed with the tenant's id)."""
-        return select(Job).where(Job.tenant_id == tenant_id)
+        parameter, for a statement built once and executed with the tenant's id). The parts
+        of a segmented job are not among them."""
+        return select(Job).where(Job.tenant_id == tenant_id, Job.parent_id.is_(None))
 
     @staticmethod
     def operator_statement() -> Select[Job]:
         """Jobs of every tenant: for the operator's CLI only, never behind an HTTP route
-        (the scope lint test checks who calls it)."""
-        return select(Job)
+        (the scope lint test checks who calls it); parts are not jobs here either."""
+        return select(Job).where(Job.parent_id.is_(None))
+
+    @staticmethod
+    def parts_statement(tenant_id: str, job_id: uuid.UUID | None = None) -> Select[Job]:
+        """The parts of one segmented job of the tenant (its cancel), or of all of them
+        (None: the tenant's erasure)."""
+        if job_id is None:
+            return select(Job).where(Job.tenant_id == tenant_id, Job.parent_id.is_not(None))
+        return select(Job).where(Job.tenant_id == tenant_id, Job.parent_id == job_id)
 
     def list_for_operator(
         self, *, tenant_id: str | None = None, statuses: Sequence[str] = (), limit: int = 100
@@ -169,22 +181,59 @@ class JobRepository:
             .values(cancel_requested=True)
             .execution_options(synchronize_session=False)
         )
+        if job.status == "running" and job.lease_owner is None:
+            self._cancel_parts(tenant_id, job_id, now)
         self.session.expire(job)
         return self.get(tenant_id, job_id)
 
-    def stop_running(self, tenant_id: str) -> int:
-        """Ask every running job of the tenant to stop (its erasure); how many run."""
-        running = self.readable_statement(tenant_id).where(Job.status == "running")
+    def _cancel_parts(self, tenant_id: str, job_id: uuid.UUID, now: datetime) -> None:
+        """A segmented job waiting for its parts: the queued ones end at once, the running
+        ones are asked to stop (their workers see it at their next progress report, well
+        within 2 s), and the last of them to end ends the job, metered. When none is
+        running, the job goes back to the queue to be ended, metered, by the next worker
+        (the compute its finished parts used is billed once, with it)."""
+        queued = self.parts_statement(tenant_id, job_id).where(Job.status == "queued")
         self.session.execute(
+            update(Job)
+            .where(queued.whereclause)  # type: ignore[arg-type]
+            .values(status="cancelled", finished_at=now, cancel_requested=True, stage="cancelled")
+            .execution_options(synchronize_session=False)
+        )
+        running = self.parts_statement(tenant_id, job_id).where(Job.status == "running")
+        moved = self.session.execute(
             update(Job)
             .where(running.whereclause)  # type: ignore[arg-type]
             .values(cancel_requested=True)
             .execution_options(synchronize_session=False)
         )
+        if moved.rowcount:  # type: ignore[attr-defined]
+            return
+        waiting = self.readable_statement(tenant_id).where(
+            Job.id == job_id, Job.status == "running", Job.lease_owner.is_(None)
+        )
+        self.session.execute(
+            update(Job)
+            .where(waiting.whereclause)  # type: ignore[arg-type]
+            .values(status="queued", stage="cancelling")
+            .execution_options(synchronize_session=False)
+        )
+
+    def stop_running(self, tenant_id: str) -> int:
+        """Ask every running job of the tenant, and every running part of its segmented
+        jobs, to stop (its erasure); how many jobs run."""
+        for statement in (self.readable_statement(tenant_id), self.parts_statement(tenant_id)):
+            running = statement.where(Job.status == "running")
+            self.session.execute(
+                update(Job)
+                .where(running.whereclause)  # type: ignore[arg-type]
+                .values(cancel_requested=True)
+                .execution_options(synchronize_session=False)
+            )
         return self.count_in_status(tenant_id, ["running"])
 
     def delete_jobs(self, tenant_id: str, job_ids: Sequence[uuid.UUID]) -> int:
-        """Delete jobs of the tenant (a takedown, a subject's erasure); how many."""
+        """Delete jobs of the tenant (a takedown, a subject's erasure); how many. Their
+        parts go with them (ON DELETE CASCADE)."""
         if not job_ids:
             return 0
         doomed = self.readable_statement(tenant_id).where(Job.id.in_(list(job_ids)))

@@ -25,7 +25,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from facegate.database import Base, UtcDateTime, utcnow
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JobKind = Literal["image", "video"]
+# ``segment``: a part of a segmented video (a row with ``parent_id``), the scheduler's own.
+JobKind = Literal["image", "video", "segment"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.jobs.tables import Job
+from facegate.queue import segments
 
 
 @dataclass(frozen=True)
@@ -125,14 +126,14 @@ def requeue_expired(
     Run at start-up (jobs left running by a crash) and periodically after that.
     """
     now = now or utcnow()
-    stmt = select(Job.id, Job.tenant_id, Job.attempts, Job.max_attempts).where(
+    stmt = select(Job.id, Job.tenant_id, Job.attempts, Job.max_attempts, Job.parent_id).where(
         Job.status == "running", Job.lease_expires_at < now
     )
     if tenants is not None:
         stmt = stmt.where(Job.tenant_id.in_(sorted(tenants)))
     expired = session.execute(stmt).all()
     reaped: list[Reaped] = []
-    for job_id, tenant_id, attempts, max_attempts in expired:
+    for job_id, tenant_id, attempts, max_attempts, parent_id in expired:
         guard = (Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)
         if attempts >= max_attempts:
             values: dict[str, Any] = {
@@ -154,7 +155,23 @@ def requeue_expired(
         )
         if result.rowcount:  # type: ignore[attr-defined]
             reaped.append(Reaped(job_id, tenant_id, outcome))
+            if parent_id is not None and outcome == "failed":
+                reaped += _fail_job_of_part(session, job_id, values)
     return reaped
+
+
+def _fail_job_of_part(session: Session, part_id: uuid.UUID, values: dict[str, Any]) -> list[Reaped]:
+    """A part out of attempts fails the segmented job it belongs to (reported as reaped too,
+    so the reaper's hook meters the job: its parts' compute seconds, none for the lost
+    run)."""
+    part = session.get(Job, part_id)
+    assert part is not None
+    ended = segments.part_ended(
+        session, part, "failed", 0.0, values["error_type"], values["error_detail"]
+    )
+    if ended.change != "failed":
+        return []
+    return [Reaped(ended.job.id, ended.job.tenant_id, "failed")]
 
 
 def lease_expired_detail(attempts: int) -> str:

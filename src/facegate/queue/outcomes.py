@@ -2,7 +2,10 @@
 what must be written in the same transaction.
 
 - ``start``: the claimed job, its tenant's policy and its provenance mark, read and issued
-  together (None when the claim was lost meanwhile);
+  together (None when the claim was lost meanwhile); for a part of a segmented video, the
+  job it belongs to (whose mark it carries), for a segmented video its parts;
+- ``split``, ``finish_part``: a long video cut into parts, a part's render stored and its
+  job told (``queue/segments.py``);
 - ``succeed``: the result's objects stored under the tenant's prefix, the job finished, its
   usage record and moderation audit — all or nothing;
 - ``end``: a job that ran without a result (failed, cancelled) finished and metered;
@@ -16,6 +19,8 @@ The worker pool calls these and the ``JobQueue`` port; it issues no SQL of its o
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +39,7 @@ from facegate.observability.audit import (
     record_audit,
 )
 from facegate.provenance.marker import SIDECAR_NAME, JobMark, ResultMarker
-from facegate.queue import leases
+from facegate.queue import leases, segments
 from facegate.queue.claim import Claim
 from facegate.queue.leases import Reaped
 from facegate.queue.sql import OnReaped
@@ -54,6 +59,27 @@ class StartedJob:
     policy: Policy
     mark: JobMark
     cancel_requested: bool
+    # A part: the segmented job it belongs to. A segmented job back for its assembly: its
+    # parts, in order (empty for every other job).
+    whole: Job | None = None
+    parts: tuple[Job, ...] = ()
+
+
+@dataclass(frozen=True)
+class RenderedPart:
+    """A part's render, to store until the assembly: the file (in its scratch folder), its
+    frames, the compute seconds it took."""
+
+    data: Path
+    scratch: Path
+    extension: str
+    content_type: str
+    frames: int
+    compute_seconds: float
+
+    def discard(self) -> None:
+        """Delete the render's scratch folder (stored or not)."""
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -110,8 +136,77 @@ class JobOutcomes:
             policy = TenancyRepository(session).get_policy(claim.tenant_id)
             if job is None or policy is None:
                 return None
+            if job.parent_id is not None:
+                whole = segments.job_of(session, job)
+                if whole is None:
+                    return None
+                # Every part carries the mark of the job it belongs to.
+                mark = self.marker.issue(session, whole)
+                stop = job.cancel_requested or whole.cancel_requested or whole.is_terminal
+                return StartedJob(job, policy, mark, bool(stop), whole=whole)
             mark = self.marker.issue(session, job)
-            return StartedJob(job, policy, mark, bool(job.cancel_requested))
+            parts = segments.parts_of(session, job.id) if job.kind == "video" else []
+            return StartedJob(job, policy, mark, bool(job.cancel_requested), parts=tuple(parts))
+
+    def split(
+        self,
+        claim: Claim,
+        job: Job,
+        ranges: Sequence[segments.FrameRange],
+        compute_seconds: float,
+        moderation: ModerationRecord,
+    ) -> bool:
+        """Cut a held video job into parts (its inputs checked: their moderation audited
+        now, once); False when the lease was lost (nothing written)."""
+        with session_scope(self.sessions) as session:
+            ids = segments.split(session, job.id, claim.lease_owner, ranges, compute_seconds)
+            if ids is None:
+                return False
+            audit_moderation(session, job, moderation)
+        return True
+
+    def finish_part(
+        self, claim: Claim, part: Job, rendered: RenderedPart
+    ) -> segments.Change | None:
+        """Store a part's render under its job (kind ``parts``), finish the part and tell its
+        job; None when the lease was lost (nothing recorded)."""
+        segment = segments.segment_of(part)
+        name = f"part-{int(segment['index']):04d}.{rendered.extension}"
+        assert part.parent_id is not None
+        try:
+            with session_scope(self.sessions) as session:
+                self.tenant_store.put(
+                    session,
+                    tenant_id=claim.tenant_id,
+                    kind="parts",
+                    job_id=part.parent_id,
+                    name=name,
+                    data=rendered.data,
+                    content_type=rendered.content_type,
+                )
+                done = leases.finish(
+                    session,
+                    claim.job_id,
+                    claim.lease_owner,
+                    "succeeded",
+                    stage="done",
+                    progress=1.0,
+                    outputs=[name],
+                    result_frames=rendered.frames,
+                    compute_seconds=rendered.compute_seconds,
+                )
+                if not done:
+                    raise _LeaseLost
+                ended = segments.part_ended(session, part, "succeeded", rendered.compute_seconds)
+        except _LeaseLost:
+            return None
+        return ended.change
+
+    def discard_parts(self, job: Job) -> int:
+        """Delete the rendered parts of a segmented job (after its result was stored, or it
+        ended without one); retention purges any a crash left behind."""
+        with session_scope(self.sessions) as session:
+            return self.tenant_store.delete_kind(session, job.tenant_id, "parts", job.id)
 
     def succeed(
         self,
@@ -191,14 +286,56 @@ class JobOutcomes:
     ) -> bool:
         """Finish a job without a result, metered in the same transaction (status says how
         it ended; ``moderation`` when content moderation refused an input or the output);
-        False when the lease was lost."""
+        False when the lease was lost. A part is not metered: its compute seconds go to its
+        job, which is metered (and audited) when the part's end ends it."""
+        if job is not None and job.parent_id is not None:
+            return self._end_part(claim, job, status, consumption, moderation, values)
         with session_scope(self.sessions) as session:
             done = leases.finish(session, claim.job_id, claim.lease_owner, status, **values)
             if done and job is not None:
+                # A segmented job also bills what its split and parts used before.
+                consumption = dataclasses.replace(
+                    consumption,
+                    compute_seconds=consumption.compute_seconds + (job.compute_seconds or 0.0),
+                )
                 record_job_usage(session, job, status, consumption)
                 if moderation is not None:
                     audit_moderation(session, job, moderation)
         return done
+
+    def _end_part(
+        self,
+        claim: Claim,
+        part: Job,
+        status: str,
+        consumption: Consumption,
+        moderation: ModerationRecord | None,
+        values: Mapping[str, object],
+    ) -> bool:
+        with session_scope(self.sessions) as session:
+            seconds = consumption.compute_seconds
+            done = leases.finish(
+                session, claim.job_id, claim.lease_owner, status, compute_seconds=seconds, **values
+            )
+            if not done:
+                return False
+            error_type, error_detail = values.get("error_type"), values.get("error_detail")
+            ended = segments.part_ended(
+                session,
+                part,
+                status,
+                seconds,
+                None if error_type is None else str(error_type),
+                None if error_detail is None else str(error_detail),
+            )
+            if ended.change in ("failed", "cancelled"):
+                used = dataclasses.replace(
+                    consumption, compute_seconds=ended.job.compute_seconds or 0.0
+                )
+                record_job_usage(session, ended.job, ended.change, used)
+            if moderation is not None:
+                audit_moderation(session, ended.job, moderation)
+        return True
 
     def jobs(self, reaped: Sequence[Reaped]) -> list[Job]:
         """The rows of reaped jobs (after the reaping commit, for their metrics)."""
@@ -223,15 +360,18 @@ class JobOutcomes:
 def meter_reaped(device: str) -> OnReaped:
     """The reaper's hook: a job failed for want of a live worker is metered like every
     finished job, with no compute billed (its worker vanished), in the reaping transaction."""
-    nothing = Consumption(compute_seconds=0.0, device=device)
 
     def meter(session: Session, reaped: list[Reaped]) -> None:
         for item in reaped:
             if item.outcome != "failed":
                 continue
+            # A part is not a job of the tenant (None here): its job is metered instead,
+            # with what its parts used (a job's compute seconds are set only as it ends,
+            # or as its parts end).
             job = JobRepository(session).get(item.tenant_id, item.job_id)
             if job is not None:
-                record_job_usage(session, job, "failed", nothing)
+                used = Consumption(compute_seconds=job.compute_seconds or 0.0, device=device)
+                record_job_usage(session, job, "failed", used)
 
     return meter
 

@@ -34,13 +34,16 @@ from facegate.storage.repository import StoredObjectRepository
 from facegate.storage.tables import StoredObject
 
 # ``faces``: a tenant's face library (facegate.library), keyed by the face's id in place of
-# a job's; kept until deleted, never purged by retention.
-Kind = Literal["inputs", "outputs", "previews", "faces"]
-RETAINED_KINDS: tuple[str, ...] = ("inputs", "outputs", "previews")
+# a job's; kept until deleted, never purged by retention. ``parts``: the rendered parts of a
+# segmented video (``part-0003.mp4``), under the job's id until its result is assembled;
+# retention purges any a failed or abandoned job left.
+Kind = Literal["inputs", "outputs", "previews", "faces", "parts"]
+RETAINED_KINDS: tuple[str, ...] = ("inputs", "outputs", "previews", "parts")
 KINDS: frozenset[str] = frozenset(get_args(Kind))
 
 NAME_PATTERN = re.compile(
-    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview|manifest|image|face)"
+    r"^(?:source-(?:[0-9]|1[0-5])|target|reference|result|preview|manifest|image|face"
+    r"|part-[0-9]{4})"
     r"(?:\.(?:jpg|png|webp|mp4|webm|c2pa))?$"
 )
 
@@ -239,6 +242,20 @@ class TenantStore:
         rows = ledger.of_job(tenant_id, job_id)
         for row in rows:
             self.store.delete(row.key)
+        if rows:
+            ledger.delete_rows(tenant_id, [row.key for row in rows])
+        session.flush()
+        return len(rows)
+
+    def delete_kind(self, session: Session, tenant_id: str, kind: Kind, job_id: uuid.UUID) -> int:
+        """Delete the artifacts of one kind of one job of this tenant; returns how many."""
+        ledger = StoredObjectRepository(session)
+        rows = [row for row in ledger.of_job(tenant_id, job_id) if row.kind == kind]
+        for row in rows:
+            try:
+                self.store.delete(row.key)
+            except ObjectNotFound:
+                pass
         if rows:
             ledger.delete_rows(tenant_id, [row.key for row in rows])
         session.flush()

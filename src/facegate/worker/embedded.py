@@ -80,6 +80,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
             scratch=scratch,
             moderation=job_moderation(settings.moderation_video_gap_seconds),
             memory_budget=config.memory_bytes,
+            segment_seconds=settings.video_segment_seconds,
         ),
         queue=queue,
         scratch=scratch,

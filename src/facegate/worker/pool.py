@@ -36,7 +36,14 @@ from facegate.observability.metrics import worker_heartbeat
 from facegate.provenance.marker import JobMark, ResultMarker
 from facegate.queue.claim import Claim
 from facegate.queue.fairness import Fit
-from facegate.queue.outcomes import JobOutcomes, ModerationRecord, StoredResult, meter_reaped
+from facegate.queue.outcomes import (
+    JobOutcomes,
+    ModerationRecord,
+    RenderedPart,
+    StartedJob,
+    StoredResult,
+    meter_reaped,
+)
 from facegate.queue.port import JobQueue
 from facegate.queue.sql import SqlQueue
 from facegate.storage.base import StorageError, StorageQuotaExceeded
@@ -47,6 +54,7 @@ from facegate.worker.moderation import refusal_record
 from facegate.worker.observe import observe_finished
 from facegate.worker.output import JobOutput, JobRunner, ProgressFn
 from facegate.worker.scratch import ScratchSpace, reclaim
+from facegate.worker.segments import SegmentingRunner, SplitPlan
 
 log = structlog.get_logger("facegate.jobs")
 
@@ -342,12 +350,14 @@ class WorkerPool:
         try:
             if flight.cancel.is_set():
                 raise Cancelled("the job was cancelled before it started")
-            # The tenant's policy of now: require_consent switched on after submission.
-            check_job_consent(
-                job.spec.get("processors", []), job.inputs, job.consent, policy.require_consent
-            )
-            output = self.runner.run(job, policy, flight.cancel, self._progress_fn(flight), mark)
-            output = self._mark_result(job, mark, output)
+            if started.whole is None:  # a part's were checked when its job was split
+                # The tenant's policy of now: require_consent switched on after submission.
+                check_job_consent(
+                    job.spec.get("processors", []), job.inputs, job.consent, policy.require_consent
+                )
+            output = self._run(flight, started)
+            if isinstance(output, JobOutput):
+                output = self._mark_result(job, mark, output)
         except Cancelled:
             if self._stop.is_set():
                 self._release(flight, bound)
@@ -383,11 +393,72 @@ class WorkerPool:
                 error_detail=f"unexpected {type(exc).__name__} while processing the job",
             )
         else:
-            try:
-                self._store_result(flight, bound, job, policy, output)
-            finally:
-                output.discard()  # a video result's scratch folder, stored or not
+            if isinstance(output, SplitPlan):
+                self._split(flight, bound, job, output)
+            elif isinstance(output, RenderedPart):
+                try:
+                    self._store_part(flight, bound, job, output)
+                finally:
+                    output.discard()
+            else:
+                try:
+                    stored = self._store_result(flight, bound, job, policy, output)
+                finally:
+                    output.discard()  # a video result's scratch folder, stored or not
+                if stored and started.parts:
+                    self.outcomes.discard_parts(job)
         bound.info("job.done", seconds=round(time.perf_counter() - began, 3))
+
+    def _run(self, flight: _InFlight, started: StartedJob) -> JobOutput | RenderedPart | SplitPlan:
+        """Run a claimed job: whole; or, on a runner that segments video, a part of one, the
+        assembly of a segmented one, or the split of a long one (facegate.worker.segments)."""
+        job, policy, mark = started.job, started.policy, started.mark
+        progress = self._progress_fn(flight)
+        if isinstance(self.runner, SegmentingRunner):
+            if started.whole is not None:
+                return self.runner.run_part(job, policy, flight.cancel, progress, mark)
+            if started.parts:
+                return self.runner.assemble(job, started.parts, policy, progress)
+            plan = self.runner.split(job, policy, flight.cancel, progress)
+            if plan is not None:
+                return plan
+        elif started.whole is not None:
+            raise RuntimeError("this worker's runner does not run parts of a segmented video")
+        return self.runner.run(job, policy, flight.cancel, progress, mark)
+
+    def _split(
+        self,
+        flight: _InFlight,
+        bound: structlog.typing.FilteringBoundLogger,
+        job: Job,
+        plan: SplitPlan,
+    ) -> None:
+        """Record the parts; the job waits for them, taking no worker (any worker of any
+        process claims them in the fair order)."""
+        if not self.outcomes.split(
+            flight.claim, job, plan.ranges, plan.compute_seconds, plan.moderation
+        ):
+            bound.warning("job.lease_lost_before_split")
+            return
+        bound.info("job.split", parts=len(plan.ranges))
+        self.queue.announce(job.tenant_id)
+        self.wake()
+
+    def _store_part(
+        self,
+        flight: _InFlight,
+        bound: structlog.typing.FilteringBoundLogger,
+        part: Job,
+        rendered: RenderedPart,
+    ) -> None:
+        change = self.outcomes.finish_part(flight.claim, part, rendered)
+        if change is None:
+            bound.warning("job.lease_lost_before_finish")
+            return
+        bound.info("job.part_succeeded", frames=rendered.frames, job=str(part.parent_id))
+        if change == "assemble":  # the last part: the job is queued for its assembly
+            self.queue.announce(part.tenant_id)
+            self.wake()
 
     def _progress_fn(self, flight: _InFlight) -> ProgressFn:
         last = [0.0]
@@ -423,7 +494,8 @@ class WorkerPool:
         job: Job,
         policy: Policy,
         output: JobOutput,
-    ) -> None:
+    ) -> bool:
+        """Store, finish and meter a result; whether the job succeeded here."""
         # Measured once (a video result's size is a stat of its file): the job row, the usage
         # record and the log line all report the same figures.
         consumption = self._consumption(output)
@@ -455,7 +527,7 @@ class WorkerPool:
                 error_type="storage-quota-exceeded",
                 error_detail=str(exc),
             )
-            return
+            return False
         except StorageError as exc:
             self._finish(
                 flight,
@@ -465,10 +537,10 @@ class WorkerPool:
                 error_type="storage-error",
                 error_detail=type(exc).__name__,
             )
-            return
+            return False
         if not done:
             bound.warning("job.lease_lost_before_finish")
-            return
+            return False
         observe_finished(job, "succeeded", consumption)
         bound.info(
             "job.succeeded",
@@ -477,6 +549,7 @@ class WorkerPool:
             bytes=consumption.output_bytes,
             compute_seconds=round(output.compute_seconds, 3),
         )
+        return True
 
     @property
     def device(self) -> str:
@@ -514,7 +587,7 @@ class WorkerPool:
             flight.claim, job, status, consumption, moderation=moderation, **values
         )
         if done:
-            if job is not None:
+            if job is not None and job.parent_id is None:  # a part is counted in its job
                 observe_finished(job, status, consumption)
             bound.info(f"job.{status}", error_type=values.get("error_type"))
         else:

@@ -98,6 +98,7 @@ def load_runner(
             scratch=scratch,
             moderation=job_moderation(settings.moderation_video_gap_seconds),
             memory_budget=memory_bytes,
+            segment_seconds=settings.video_segment_seconds,
         )
     module_name, _, attribute = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attribute)

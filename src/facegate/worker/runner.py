@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
@@ -19,12 +20,24 @@ from facegate.jobs.cost import TargetShape
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
+from facegate.queue.outcomes import RenderedPart
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JOB_MODERATION, JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
 from facegate.worker.scratch import ScratchSpace
+from facegate.worker.segments import (
+    SplitPlan,
+    assemble_video_job,
+    part_moderation,
+    run_part,
+    split_video_job,
+)
 from facegate.worker.video_runner import check_decoded_memory, run_video_job
+
+#: A video at least twice this long is cut into parts of about this many seconds that
+#: several workers run at once (the default of ``FACEGATE_VIDEO_SEGMENT_SECONDS``; 0: never).
+SEGMENT_SECONDS = 6.0
 
 if TYPE_CHECKING:
     from facegate.provenance.marker import JobMark
@@ -51,11 +64,13 @@ class EngineRunner:
         scratch: ScratchSpace | None = None,
         moderation: ModerationPolicy = JOB_MODERATION,
         memory_budget: int | None = None,
+        segment_seconds: float = SEGMENT_SECONDS,
     ) -> None:
         self.tenant_store = tenant_store
         # The worker's memory budget: a job whose estimate from its decoded target is over
         # it fails (memory-budget-exceeded) before the pipeline runs; None: no check.
         self.memory_budget = memory_budget
+        self.segment_seconds = segment_seconds
         self.moderation = moderation  # the jobs' policy (the installation's video gap)
         # The runtime's source cache is shared by the jobs this runner runs: a batch's items
         # (one source, many targets) analyse their source once. Keys hold the tenant: no
@@ -65,6 +80,51 @@ class EngineRunner:
         # Moderation decisions on source images, shared likewise: a batch's items check
         # their source once (keyed by tenant too).
         self.moderation_decisions = ModerationDecisions()
+
+    # segmented video (worker/segments.py)
+    def split(
+        self, job: Job, policy: Policy, cancel: threading.Event, on_progress: ProgressFn
+    ) -> SplitPlan | None:
+        if job.kind != "video" or self.segment_seconds <= 0:
+            return None
+        on_progress(0.0, "load")
+        return split_video_job(
+            self.tenant_store,
+            self.engine,
+            job,
+            policy,
+            self.scratch,
+            self.segment_seconds,
+            self._moderation(policy),
+        )
+
+    def run_part(
+        self,
+        part: Job,
+        policy: Policy,
+        cancel: threading.Event,
+        on_progress: ProgressFn,
+        mark: JobMark,
+    ) -> RenderedPart:
+        return run_part(
+            self.tenant_store,
+            self.engine,
+            part,
+            policy,
+            cancel,
+            on_progress,
+            mark,
+            self.scratch,
+            self._moderation(policy),
+        )
+
+    def assemble(
+        self, job: Job, parts: Sequence[Job], policy: Policy, on_progress: ProgressFn
+    ) -> JobOutput:
+        return assemble_video_job(self.tenant_store, job, parts, policy, on_progress, self.scratch)
+
+    def _moderation(self, policy: Policy) -> Callable[[Job], JobModeration]:
+        return part_moderation(self.engine, policy, self.moderation, self.moderation_decisions)
 
     def run(
         self,

@@ -27,7 +27,7 @@ from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
 from facegate.models.requests import model_request_for
-from facegate.storage.tenant import TenantStore
+from facegate.storage.tenant import Kind, TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JOB_MODERATION, JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, disclose, source_items, source_key
@@ -40,14 +40,35 @@ if TYPE_CHECKING:
 PROGRESS_EVERY_SECONDS = 0.5
 
 
-def download_input(store: TenantStore, job: Job, name: str, path: Path) -> int:
-    """Stream one input of the job into ``path`` (any backend); returns its size."""
+def download_input(
+    store: TenantStore, job: Job, name: str, path: Path, kind: Kind = "inputs"
+) -> int:
+    """Stream one input of the job (or another of its objects: ``kind``) into ``path``
+    (any backend); returns its size. A part of a segmented job reads its job's."""
     size = 0
+    owner = job.parent_id or job.id
     with path.open("wb") as handle:
-        for chunk in store.iter_chunks(job.tenant_id, "inputs", job.id, name):
+        for chunk in store.iter_chunks(job.tenant_id, kind, owner, name):
             handle.write(chunk)
             size += len(chunk)
     return size
+
+
+def load_sources(
+    store: TenantStore, job: Job, policy: Policy
+) -> tuple[list[LoadedImage], list[tuple[str, str]], int]:
+    """The job's source images (a part: its job's), their source-cache keys and bytes."""
+    limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+    sources: list[LoadedImage] = []
+    keys: list[tuple[str, str]] = []
+    size = 0
+    for name in job.inputs:
+        if name.startswith("source-"):
+            data = store.get(job.tenant_id, "inputs", job.parent_id or job.id, name)
+            sources.append(load_image(data, limits))
+            keys.append(source_key(job.tenant_id, data))
+            size += len(data)
+    return sources, keys, size
 
 
 def progress_reporter(
@@ -118,19 +139,10 @@ def run_video_job(
     spec = PipelineSpec.model_validate(job.spec)
     check_spec_allowed(spec, policy)  # the policy may have changed since submission
     on_progress(0.0, "load")
-    image_limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
-    sources: list[LoadedImage] = []
-    source_keys: list[tuple[str, str]] = []
-    input_bytes = 0
     folder = scratch.job_folder("facegate-video-")
     try:
         target = folder / "target"
-        for name in job.inputs:
-            if name.startswith("source-"):
-                data = store.get(job.tenant_id, "inputs", job.id, name)
-                sources.append(load_image(data, image_limits))
-                source_keys.append(source_key(job.tenant_id, data))
-                input_bytes += len(data)
+        sources, source_keys, input_bytes = load_sources(store, job, policy)
         input_bytes += download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
         shape = TargetShape(info.width, info.height, info.frames)

@@ -32,6 +32,13 @@ def audio_copyable(muxer: str, codec: str) -> bool:
     return allowed is None or codec in allowed
 
 
+def audio_encoder(muxer: str, source: av.AudioStream) -> tuple[str, int]:
+    """(encoder, sample rate) for a track that ``muxer`` cannot take as it is."""
+    encoder = _AUDIO_ENCODER.get(muxer, "aac")
+    rate = 48000 if encoder == "libopus" else (source.codec_context.sample_rate or 48000)
+    return encoder, rate
+
+
 class VideoOutput:
     """Encoder + muxer for one output file."""
 
@@ -75,8 +82,7 @@ class VideoOutput:
             stream: Any = self.container.add_stream_from_template(source)
             self.audio_copy = True
         else:
-            encoder = _AUDIO_ENCODER.get(self.muxer, "aac")
-            rate = 48000 if encoder == "libopus" else (source.codec_context.sample_rate or 48000)
+            encoder, rate = audio_encoder(self.muxer, source)
             stream = self.container.add_stream(encoder, rate=rate)
             assert isinstance(stream, av.AudioStream)
             stream.layout = source.codec_context.layout
