@@ -1,4 +1,5 @@
-"""``facegate serve``: the embedded shape in one process (API + in-process workers)."""
+"""``facegate serve``: the embedded shape on one machine (the API, and its workers as child
+processes: facegate.worker.children)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ from facegate.worker.scratch import process_scratch_service
     "--workers",
     type=click.IntRange(min=0),
     default=None,
-    help="In-process job workers (FACEGATE_WORKERS, default 2).",
+    help="Job workers (FACEGATE_WORKERS, default 2), run in a child process at a lower CPU "
+    "priority, beside a short-job lane (FACEGATE_SHORT_LANE_WORKERS, default 1); 0: no "
+    "workers (docs/scheduling.md).",
 )
 @click.option("--host", default=None, help="Bind address (FACEGATE_HOST, default 127.0.0.1).")
 @click.option(
@@ -57,7 +60,7 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
 ) -> None:
-    """Run the API with in-process workers on SQLite and a local folder (by default)."""
+    """Run the API with its job workers on SQLite and a local folder (by default)."""
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     private_files()
