@@ -80,6 +80,6 @@ async def test_a_hand_in_front_of_the_face_stays_in_front_through_the_api(
         assert "mask_types" in refused.text
     assert unchanged(results[1], occluded, hand, WATERMARK_LEVELS) < 0.3
     # The watermark's payload is random per job (random mark serials): the hand's pixels
-    # within 8 levels of the target's ranged 0.896-0.93 over runs, never near the 0.3 of the
+    # within 8 levels of the target's ranged 0.86-0.93 over runs, never near the 0.3 of the
     # swap without the occlusion mask.
-    assert unchanged(results[2], occluded, hand, WATERMARK_LEVELS) > 0.85
+    assert unchanged(results[2], occluded, hand, WATERMARK_LEVELS) > 0.8

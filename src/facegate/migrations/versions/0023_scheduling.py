@@ -162,16 +162,24 @@ $$ LANGUAGE plpgsql VOLATILE
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("estimated_seconds", sa.Float(), nullable=True))
-        batch.add_column(sa.Column("memory_bytes", sa.BigInteger(), nullable=True))
-        batch.add_column(sa.Column("parent_id", sa.Uuid(), nullable=True))
-        batch.create_foreign_key(
-            "fk_jobs_parent_id", "jobs", ["parent_id"], ["id"], ondelete="CASCADE"
+    # Plain ADD COLUMNs on both dialects: a batch rebuild of jobs on SQLite would drop its
+    # triggers (the webhook outbox's). SQLite takes the parent's REFERENCES inline.
+    op.add_column("jobs", sa.Column("estimated_seconds", sa.Float(), nullable=True))
+    op.add_column("jobs", sa.Column("memory_bytes", sa.BigInteger(), nullable=True))
+    if op.get_bind().dialect.name == "sqlite":
+        # sa.Uuid is CHAR(32) on SQLite; ADD COLUMN accepts a REFERENCES clause (alembic's
+        # add_column would want a rebuild for the constraint).
+        op.execute(
+            "ALTER TABLE jobs ADD COLUMN parent_id CHAR(32) CONSTRAINT fk_jobs_parent_id_jobs "
+            "REFERENCES jobs (id) ON DELETE CASCADE"
         )
-        batch.create_index("ix_jobs_parent", ["parent_id"])
-    with op.batch_alter_table("workers") as batch:
-        batch.add_column(sa.Column("memory_budget_bytes", sa.BigInteger(), nullable=True))
+    else:
+        op.add_column("jobs", sa.Column("parent_id", sa.Uuid(), nullable=True))
+        op.create_foreign_key(
+            "fk_jobs_parent_id_jobs", "jobs", "jobs", ["parent_id"], ["id"], ondelete="CASCADE"
+        )
+    op.create_index("ix_jobs_parent", "jobs", ["parent_id"])
+    op.add_column("workers", sa.Column("memory_budget_bytes", sa.BigInteger(), nullable=True))
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION IF EXISTS {_OLD_SIGNATURE}")
         op.execute(CLAIM_FUNCTION)
@@ -189,7 +197,7 @@ def downgrade() -> None:
         batch.drop_column("memory_budget_bytes")
     with op.batch_alter_table("jobs") as batch:
         batch.drop_index("ix_jobs_parent")
-        batch.drop_constraint("fk_jobs_parent_id", type_="foreignkey")
+        batch.drop_constraint("fk_jobs_parent_id_jobs", type_="foreignkey")
         batch.drop_column("parent_id")
         batch.drop_column("memory_bytes")
         batch.drop_column("estimated_seconds")
