@@ -173,7 +173,8 @@ async def test_cancelling_a_running_video_job_leaves_no_result(
     make_client: Any, tmp_path: Path, scratch_root: Path
 ) -> None:
     clip = create_clip(tmp_path / "slow.mp4", seconds=20.0, width=320, height=240)
-    async with make_client(services=[workers_service], workers=1) as h:
+    # The whole run's cancel (a segmented job's: tests/jobs/test_segmented_video.py).
+    async with make_client(services=[workers_service], workers=1, video_segment_seconds=0) as h:
         headers = h.headers("studio")
         job_id = (await submit_video(h.client, headers, clip)).json()["id"]
         running = await wait_for(
