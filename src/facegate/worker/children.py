@@ -164,9 +164,6 @@ class WorkerChildren:
                 child.process.join(5)
         self.children.clear()
 
-    def alive(self) -> bool:
-        return all(child.process.is_alive() for child in self.children)
-
 
 @asynccontextmanager
 async def worker_children_service(state: AppState) -> AsyncIterator[WorkerChildren]:
