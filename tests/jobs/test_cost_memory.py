@@ -9,7 +9,7 @@ import pytest
 from facegate.engine.networks.frame_enhance import FRAME_ENHANCERS
 from facegate.jobs.cost import (
     BASE_MEMORY_BYTES,
-    ENHANCER_TILES,
+    COMPACT_ENHANCERS,
     MAX_TILE_BYTES,
     TargetShape,
     estimate_memory,
@@ -24,9 +24,13 @@ def enhance(model: str, width: int, height: int) -> int:
 
 
 def test_the_tiles_are_the_engines() -> None:
-    assert set(ENHANCER_TILES) == set(FRAME_ENHANCERS)
-    for name, (tile, _) in ENHANCER_TILES.items():
-        assert tile == FRAME_ENHANCERS[name].size[0], name
+    assert COMPACT_ENHANCERS <= set(FRAME_ENHANCERS)
+    for name, spec in FRAME_ENHANCERS.items():
+        tile, scale = spec.size[0], spec.scale
+        result = 960 * 540 * 3 * scale * scale * 8
+        assert enhance(name, 960, 540) - 960 * 540 * 3 * 12 - result - BASE_MEMORY_BYTES == min(
+            tile * tile * (2 if name in COMPACT_ENHANCERS else 64) * 2**10, MAX_TILE_BYTES
+        ), name
 
 
 @pytest.mark.parametrize("model", ["real_esrgan_x4plus", "realesr_animevideov3_x2", "operator_x4"])

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from facegate.engine.networks.frame_enhance import FRAME_ENHANCERS
 from facegate.errors import MemoryBudgetExceeded
 
 #: Work a job costs whatever its size: inputs fetched, sources analysed, result encoded and
@@ -96,23 +97,12 @@ COMPACT_BYTES_PER_TILE_PIXEL = 2 * 2**10
 #: tiles (~4 GB); onnxruntime's planner reuses buffers, so a larger tile (ultra_sharp's
 #: 1024²) is not taken at 16 times that.
 MAX_TILE_BYTES = 4 * 2**30
-#: The tile side of each built-in or FaceFusion-format frame enhancer
-#: (facegate.engine.networks.frame_enhance.FRAME_ENHANCERS; a test keeps them equal) and
-#: its network's kind; an operator's model is taken as a 256² RRDB one.
-ENHANCER_TILES: Mapping[str, tuple[int, int]] = {
-    "real_esrgan_x2": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_esrgan_x2_fp16": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_esrgan_x4": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_esrgan_x4_fp16": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_esrgan_x8": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_esrgan_x8_fp16": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_hatgan_x4": (256, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_web_photo_x4": (64, RRDB_BYTES_PER_TILE_PIXEL),
-    "ultra_sharp_2_x4": (1024, RRDB_BYTES_PER_TILE_PIXEL),
-    "real_esrgan_x4plus": (96, RRDB_BYTES_PER_TILE_PIXEL),
-    "realesr_animevideov3_x2": (256, COMPACT_BYTES_PER_TILE_PIXEL),
-    "realesr_animevideov3_x4": (256, COMPACT_BYTES_PER_TILE_PIXEL),
-}
+#: The compact nets (the rest are RRDB-sized); each enhancer's tile and scale are the
+#: engine's own (facegate.engine.networks.frame_enhance.FRAME_ENHANCERS); an operator's
+#: model is taken as a 256² RRDB one at ×4.
+COMPACT_ENHANCERS = frozenset({"realesr_animevideov3_x2", "realesr_animevideov3_x4"})
+UNKNOWN_ENHANCER_TILE = 256
+UNKNOWN_ENHANCER_SCALE = 4
 
 
 @dataclass(frozen=True)
@@ -178,8 +168,14 @@ def estimate_memory(
         memory = BASE_MEMORY_BYTES + frame_bytes * FRAME_COPIES
     if "frame_enhancer" in processors:
         model = _enhancer_model(processor_options)
-        scale = _model_scale(model)
-        tile, per_pixel = ENHANCER_TILES.get(model, (256, RRDB_BYTES_PER_TILE_PIXEL))
+        known = FRAME_ENHANCERS.get(model)
+        scale = known.scale if known is not None else UNKNOWN_ENHANCER_SCALE
+        tile = known.size[0] if known is not None else UNKNOWN_ENHANCER_TILE
+        per_pixel = (
+            COMPACT_BYTES_PER_TILE_PIXEL
+            if model in COMPACT_ENHANCERS
+            else RRDB_BYTES_PER_TILE_PIXEL
+        )
         tile_bytes = min(tile * tile * per_pixel, MAX_TILE_BYTES)
         memory += frame_bytes * scale * scale * OUTPUT_COPIES + tile_bytes
     return int(memory)
@@ -187,14 +183,6 @@ def estimate_memory(
 
 def _enhancer_model(processor_options: Mapping[str, Mapping[str, Any]]) -> str:
     return str(processor_options.get("frame_enhancer", {}).get("model", DEFAULT_FRAME_ENHANCER))
-
-
-def _model_scale(model: str) -> int:
-    """The upscale factor a frame enhancer's name announces (``_x4``), else 4."""
-    for factor in (8, 4, 3, 2):
-        if model.endswith(f"_x{factor}") or f"_x{factor}" in model:
-            return factor
-    return 4
 
 
 def check_memory_budget(memory_bytes: int, budget_bytes: int | None, *, what: str) -> None:
