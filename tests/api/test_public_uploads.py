@@ -23,12 +23,14 @@ from tests.conftest import make_settings
 from tests.liveserver import serving
 
 from facegate.api.app import create_app
+from facegate.api.bodyguard import BodyBudget
 from facegate.provenance.keys import create_keys as create_signing_keys
 
 pytestmark = pytest.mark.timeout(120)
 BYSTANDER = "198.51.100.2"
 DEADLINE = 4.0  # the public upload deadline of this server
-MIN_RATE = 1000  # bytes per second; the attackers send faster than that
+MIN_RATE = 100  # bytes per second; the attackers send 16x faster, so a busy machine
+# (a late drip) still leaves only the wall-clock deadline to end them
 BAN_AFTER = 3
 BOUNDARY = "x"
 # The start of a well-formed form: the file part's headers; the drip is its content.
@@ -201,3 +203,17 @@ def test_an_ipv6_client_is_one_client_per_64(live: tuple[str, dict[str, str]]) -
             sock.close()
     assert status == 429, problem
     assert problem["limit"] == "max_in_flight_per_client"
+
+
+@pytest.mark.parametrize("early", [0.0, 0.002])
+def test_a_timer_that_fires_a_hair_early_still_names_the_deadline(early: float) -> None:
+    """asyncio may wake a timeout a little before its time: the refusal names the deadline
+    that was the nearer one, not whichever the clock happens to show passed."""
+    now = [100.0]
+    budget = BodyBudget(10**6, min_rate=100, grace=1.0, clock=lambda: now[0], wall=DEADLINE)
+    budget.count(2_000)  # earned 20 s at the minimum rate: the wall is nearer
+    now[0] = budget.deadline() - early
+    assert budget.timeout().extra["limit"] == "public_upload_deadline_seconds"
+    slow = BodyBudget(10**6, min_rate=100, grace=1.0, clock=lambda: now[0], wall=DEADLINE)
+    now[0] = slow.deadline() - early  # nothing arrived: the grace ends first
+    assert slow.timeout().extra["limit"] == "body_min_bytes_per_second"

@@ -165,8 +165,11 @@ class BodyBudget:
         return earned if self.wall is None else min(earned, self.started + self.wall)
 
     def timeout(self) -> RequestTimeout:
-        """The 408 of a body that missed :meth:`deadline`."""
-        if self.wall is not None and self.clock() >= self.started + self.wall:
+        """The 408 of a body that missed :meth:`deadline`: the wall-clock deadline's when
+        it was the nearer one (not "when the clock has passed it": a timer may fire a
+        hair early)."""
+        earned = self.started + self.grace + self.received / self.min_rate
+        if self.wall is not None and self.started + self.wall <= earned:
             return RequestTimeout(
                 f"the request body did not arrive within {self.wall:g} s "
                 "(the deadline of a public upload)",
