@@ -64,17 +64,24 @@ class Submission:
     actor: str = ""
     # Sources taken from the face library (``sources`` holds their prepared images).
     library: JobSources | None = None
+    # The image of the person whose faces are replaced (selector mode ``reference``).
+    reference: bytes | None = None
+
+    @property
+    def inputs(self) -> list[bytes]:
+        """Every input's bytes: the sources, the target, then the reference if any."""
+        return [*self.sources, self.target, *([self.reference] if self.reference else [])]
 
     @cached_property
     def input_digests(self) -> list[bytes]:
-        """sha256 of each input, sources then the target: hashed once per submission
+        """sha256 of each input (:attr:`inputs`' order): hashed once per submission
         (the idempotency fingerprint and the stored inputs' audit both use them)."""
-        return [hashlib.sha256(data).digest() for data in [*self.sources, self.target]]
+        return [hashlib.sha256(data).digest() for data in self.inputs]
 
     @property
     def incoming_bytes(self) -> int:
         """What storing the inputs adds to the tenant's storage."""
-        return len(self.target) + sum(len(data) for data in self.sources)
+        return sum(len(data) for data in self.inputs)
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,13 @@ def check_request(request: Submission, policy: Policy) -> None:
         )
     if len(request.sources) > MAX_SOURCES:
         raise InvalidInput(f"at most {MAX_SOURCES} source images", code="invalid-options")
+    by_reference = spec.selector.mode == "reference"
+    if by_reference != (request.reference is not None):
+        raise InvalidInput(
+            "selector mode 'reference' needs a reference image (the form field reference), "
+            "and a reference image needs selector mode 'reference'",
+            code="invalid-options",
+        )
     if request.library is None:
         ConsentService.check(
             request.consent, len(request.sources), policy.require_consent, spec.processors
@@ -186,6 +200,9 @@ def prepare_job(
         for i, (data, content_type) in enumerate(zip(request.sources, source_types, strict=True))
     ]
     uploads.append(Upload("target", request.target, target_type))
+    if request.reference is not None:
+        (reference_type,) = verify_sources([request.reference], policy)
+        uploads.append(Upload("reference", request.reference, reference_type))
     hashes = {
         upload.name: digest.hex()
         for upload, digest in zip(uploads, request.input_digests, strict=True)
