@@ -181,6 +181,8 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     assert {(p.kind, p.status, p.tenant_id, p.priority) for p in parts} == {
         ("segment", "queued", "heavy", waiting.priority)
     }
+    # One flagged frame refuses (the default): each part moderates its own input frames.
+    assert all(p.spec["segment"]["check_input"] for p in parts)
     ages = [(p.created_at - waiting.created_at).total_seconds() for p in parts]
     assert ages == [0, 1e-6, 2e-6]  # the job's age, in order
     # The tenant sees one job, never its parts.

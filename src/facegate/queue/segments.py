@@ -45,6 +45,8 @@ class FrameRange:
     end: int
     # The decisions of the people in view at ``first`` (engine.video.swap.Handover, as JSON).
     handover: tuple[dict[str, Any], ...] = ()
+    # The part moderates its own input frames as it decodes them (else the split did).
+    check_input: bool = False
 
     @property
     def frames(self) -> int:
@@ -104,6 +106,7 @@ def split(
                     "first": frames.first,
                     "end": frames.end,
                     **({"handover": list(frames.handover)} if frames.handover else {}),
+                    **({"check_input": True} if frames.check_input else {}),
                 },
             },
             inputs=list(job.inputs),

@@ -46,6 +46,7 @@ from facegate.engine.types import Frame
 from facegate.engine.video import VideoInfo
 from facegate.engine.video.census import most_faces
 from facegate.engine.video.concat import Part, concat_parts
+from facegate.engine.video.options import output_size
 from facegate.engine.video.swap import Handover
 from facegate.engine.watermark import VideoWatermark
 from facegate.jobs.policy import check_spec_allowed
@@ -175,13 +176,21 @@ def split_video_job(
         checks = moderation(job)
         checks.check_sources(source_items(sources, source_keys))
         check_reference(checks, reference)
-        checks.check_input_video("target video", target)
+        # The input video's frames: each part checks its own as it decodes them, when one
+        # flagged frame refuses (reject_ratio 0: a part's verdict is the video's, and each
+        # part checks its last frame, so no unchecked stretch spans a border); else here,
+        # in a decode of its own (a ratio is of the whole video).
+        in_parts = checks.policy.reject_ratio == 0
+        if not in_parts:
+            checks.check_input_video("target video", target)
+        ranges = [dataclasses.replace(r, check_input=in_parts) for r in ranges]
         if not same_mapping_in_parts(spec, job, engine, target):
             handovers = engine.pipeline(spec).handovers(
                 [s.frame for s in sources],
                 target,
                 [r.first for r in ranges[1:]],
                 float(info.fps),
+                output_size(info.width, info.height, video_options(info, policy)),
                 source_keys=source_keys,
                 reference=None if reference is None else reference.frame,
                 cancel=cancel,
@@ -243,6 +252,9 @@ def run_part(
             model_request=model_request_for(part.tenant_id, str(part.parent_id), policy),
             finish_frame=_offset(finish, first),
             inspect_frames=checks.output_inspector(),
+            inspect_input=checks.input_inspector("target video")
+            if segment.get("check_input")
+            else None,
             handover=[Handover.of_json(h) for h in segment.get("handover", [])],
         )
         target.unlink()

@@ -173,7 +173,6 @@ def run_video_job(
         moderation.check_sources(source_items(sources, source_keys))
         reference = load_reference(store, job, policy)
         check_reference(moderation, reference)
-        moderation.check_input_video("target video", target)
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
@@ -191,6 +190,8 @@ def run_video_job(
             finish_frame=finish_frames(policy, mark),
             # each output frame as encoded; refused before the result is complete
             inspect_frames=moderation.output_inspector(),
+            # each input frame as decoded (no decode of its own)
+            inspect_input=moderation.input_inspector("target video"),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
     except BaseException:

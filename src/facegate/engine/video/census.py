@@ -32,16 +32,18 @@ from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
 from facegate.engine.video.swap import FramePipeline, Handover, VideoSwap
 
 
-def frames_of(path: Path) -> Iterator[tuple[int, av.VideoFrame, FrameGeometry]]:
-    """Every decoded picture of a video with its index and the geometry to convert it
-    (videos displayed turned are never split: no rotation here)."""
+def frames_of(
+    path: Path, size: tuple[int, int] | None = None
+) -> Iterator[tuple[int, av.VideoFrame, FrameGeometry]]:
+    """Every decoded picture of a video with its index and the geometry to convert it, at
+    ``size`` (a run's output size: frames are analysed at it) or the video's own (videos
+    displayed turned are never split: no rotation here)."""
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         context = stream.codec_context
-        geometry = FrameGeometry.for_rotation(
-            context.width, context.height, 0, context.color_range == 2
-        )
+        width, height = size or (context.width, context.height)
+        geometry = FrameGeometry.for_rotation(width, height, 0, context.color_range == 2)
         for index, picture in enumerate(container.decode(stream)):
             yield index, picture, geometry
 
@@ -65,14 +67,16 @@ def border_handovers(
     ctx: JobContext,
     borders: Sequence[int],
     options: TrackerOptions,
+    size: tuple[int, int] | None = None,
 ) -> dict[int, list[Handover]]:
     """For each border frame (a part's first), the people in view and their decisions.
-    ``ctx``: the job's prepared context (sources, reference)."""
+    ``ctx``: the job's prepared context (sources, reference); ``size``: the frames' size in
+    the run (its output size)."""
     wanted = set(borders)
     last = max(wanted, default=-1)
     work = VideoSwap(pipeline, ctx, options)
     handovers: dict[int, list[Handover]] = {}
-    for index, picture, geometry in frames_of(path):
+    for index, picture, geometry in frames_of(path, size):
         if index > last:
             break
         ctx.check_cancelled()
