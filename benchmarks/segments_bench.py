@@ -13,18 +13,20 @@ billed and the machine's load are printed.
     .venv/bin/python benchmarks/segments_bench.py [--seconds 60] [--height 1080]
         [--segment-seconds 6] [--rounds 2]
 
-Measured on the shared 2-core development VM while other sessions' test runs kept its load
-at 12 to 21 (so these figures say nothing of the design: two workers got no more CPU than
-one; the default 60 s run did not fit the session's time):
+On this 2-core machine one worker's run of a whole video already uses both cores (render
+threads, FFmpeg's decoder and x264 threads): 60 s of 1080p took 99.9 s wall on 1 worker and
+103.1 s on 2 workers sharing the cores (0.97x): nothing to gain without more cores. Two
+workers with a core each (``--cores-per-worker 1``: two 1-core pods, the shape a cluster
+gives) model N = 2. Measured 2026-12-03, other agents' processes moved into an idle CPU
+cgroup (they still ran on whatever the run left idle; the two cores may be hyperthreads of
+one), one round each:
 
-- 8 s 1080p, parts of 2 s, 2 rounds: whole 124.2 s and 382.8 s, 2 workers 365.2 s and
-  405.2 s (billed 624.0 s and 598.2 s against 123.4 s and 381.2 s): 0.66x by the medians;
-- 6 s 1080p, parts of 1.5 s: whole 183.5 s, 2 workers 223.9 s and 197.4 s (the second
-  whole run was cut off by the session's time limit).
-
-No thread budget per part is set: each worker's run uses the engine's defaults (2 render
-threads, FFmpeg's automatic decoder and x264 threads, 2 analyser threads), so on a machine
-with fewer cores than workers x threads the parts compete for them.
+- before input moderation ran as the parts decode (the split decoded the whole input for
+  it: 19.2 s serial): whole 142.7 s, parts 95.7 s: 1.49x;
+- now: whole 147.6 s, parts 91.5 s (split 12 s: the count of faces in view, which decodes
+  the video; 10 parts of ~15 s, 5 per worker; assembly 0.4 s; billed 166.9 s): **1.61x**;
+- ``--reference`` (the split also runs the analyse stage up to the last border to hand the
+  parts their people's decisions: 27 s serial): whole 147.9 s, parts 116.4 s: 1.27x.
 """
 
 from __future__ import annotations
