@@ -1,0 +1,93 @@
+"""What one ``POST /v1/jobs`` asks of the database, counted (issue 28's 5 ms submission; a
+count, not a time, so it holds on a loaded machine).
+
+The three steps of a submission (``facegate.jobs.service``) stay: a read-only transaction
+(the tenant's policy, the workers' memory budgets, the queue cap and the quota together),
+then none while the target is decoded and stored, then a write transaction (the queue cap
+and the quota again, the ledger row, the job). Nothing more: the body guard reuses the
+tenant's upload limit for a few seconds (no transaction of its own), the takedown blocks
+are not read for a job without sources, and each reading is one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+from tests.api.jobhelpers import DEBUG_TENANT_POLICY, photo, submit
+
+pytestmark = pytest.mark.timeout(120)
+
+#: A submission's statements after the tenant's first one: each transaction's BEGIN and
+#: (verb, table) of the rest, in order.
+SUBMISSION = [
+    ("BEGIN", ""),  # step 1, read-only
+    ("SELECT", "tenants"),  # the policy
+    ("SELECT", "workers"),  # the memory budgets
+    ("SELECT", "jobs+stored_objects"),  # the queue cap and the quota, one statement
+    ("BEGIN", ""),  # step 3, the write lock
+    ("SELECT", "jobs+stored_objects"),  # both again, under the lock
+    ("INSERT", "stored_objects"),
+    ("INSERT", "jobs"),
+]
+
+
+def describe(statement: str) -> tuple[str, str]:
+    words = statement.split()
+    verb = words[0].upper()
+    if verb == "BEGIN":
+        return verb, ""
+    if verb == "INSERT":
+        return verb, words[2].strip('"')
+    tables = [
+        name
+        for name in ("tenants", "policies", "workers", "jobs", "stored_objects", "takedown_blocks")
+        if f"FROM {name}" in statement
+    ]
+    return verb, "+".join(tables)
+
+
+@contextmanager
+def statements_of(engine: Engine) -> Iterator[list[tuple[str, str]]]:
+    seen: list[tuple[str, str]] = []
+
+    def record(*args: Any) -> None:
+        seen.append(describe(args[2]))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def test_a_submission_runs_its_checks_in_eight_statements(make_client: Any) -> None:
+    async with make_client() as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY, storage_quota_bytes=1 << 30)
+        headers = h.headers("acme")
+        target = photo()
+        first = await submit(h.client, headers, target)  # authenticates, reads the limit
+        assert first.status_code == 202, first.text
+        with statements_of(h.state.engine) as seen:
+            again = await submit(h.client, headers, target)
+        assert again.status_code == 202, again.text
+        assert seen == SUBMISSION
+
+
+async def test_the_checks_still_refuse_past_the_queue_cap_and_the_quota(make_client: Any) -> None:
+    """One statement reads both: each still refuses on its own."""
+    async with make_client() as h:
+        target = photo()
+        h.create_tenant("capped", **DEBUG_TENANT_POLICY, max_queued_jobs=1)
+        capped = h.headers("capped")
+        assert (await submit(h.client, capped, target)).status_code == 202
+        refused = await submit(h.client, capped, target)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["limit"] == "max_queued_jobs"
+        h.create_tenant("full", **DEBUG_TENANT_POLICY, storage_quota_bytes=len(target) + 10)
+        full = h.headers("full")
+        assert (await submit(h.client, full, target)).status_code == 202
+        over = await submit(h.client, full, target)
+        assert over.status_code == 507, over.text
