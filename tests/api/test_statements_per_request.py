@@ -1,5 +1,7 @@
-"""What one ``POST /v1/jobs`` asks of the database, counted (issue 28's 5 ms submission; a
-count, not a time, so it holds on a loaded machine).
+"""What one ``POST /v1/jobs`` and one poll (``GET /v1/jobs/{id}``) ask of the database,
+counted (issue 28's 5 ms submission and fast polls; a count, not a time, so it holds on a
+loaded machine). A poll is one SELECT of the columns its answer shows (on SQLite without
+BEGIN or ROLLBACK: ``database.SINGLE_READS``).
 
 The three steps of a submission (``facegate.jobs.service``) stay: a read-only transaction
 (the tenant's policy, the workers' memory budgets, the queue cap and the quota together),
@@ -115,3 +117,18 @@ async def test_the_checks_still_refuse_past_the_queue_cap_and_the_quota(
         assert (await submit(h.client, full, target)).status_code == 202
         over = await submit(h.client, full, target)
         assert over.status_code == 507, over.text
+
+
+async def test_a_poll_is_one_select_of_what_it_shows(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    async with make_client(**database) as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY)
+        headers = h.headers("acme")
+        job = (await submit(h.client, headers, photo())).json()
+        await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)  # authenticates
+        with statements_of(h.state.engine) as seen:
+            polled = await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)
+        assert polled.status_code == 200, polled.text
+        assert polled.json()["status"] == "queued"
+        assert seen == [("SELECT", "jobs")]
