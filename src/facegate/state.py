@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import anyio
 from sqlalchemy import Engine
@@ -31,3 +32,10 @@ class AppState:
     public_verify_limiter: anyio.CapacityLimiter = field(
         default_factory=lambda: anyio.CapacityLimiter(2)
     )
+
+    @cached_property
+    def worker_memory_budget(self) -> int:
+        """The memory budget a worker of this process gets (``Settings.worker_memory_budget``):
+        read once, not from ``/proc`` on every submission (what stands in for the workers'
+        budgets when none is registered, ``facegate.jobs.capacity``)."""
+        return self.settings.worker_memory_budget()

@@ -40,7 +40,7 @@ from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.library.schemas import JobSources
 from facegate.mediatypes import media_type
 from facegate.storage.base import StorageQuotaExceeded
-from facegate.storage.tenant import ObjectRef, TenantStore
+from facegate.storage.tenant import ObjectRef, TenantStore, check_usage
 from facegate.tenancy.tables import Policy
 
 MAX_SOURCES = 16
@@ -288,8 +288,8 @@ class JobService:
         """Refuse ``jobs`` more queued jobs past the tenant's queue cap (429) and
         ``incoming_bytes`` more past its storage quota (507): one read of each for a whole
         submission (a batch's items together)."""
-        cap = policy.max_queued_jobs
-        queued = self.jobs.count_in_status(tenant_id, ("queued",), at_most=cap)
+        cap, quota = policy.max_queued_jobs, policy.storage_quota_bytes
+        queued, used = self.jobs.room(tenant_id, at_most=cap, usage=quota is not None)
         if queued + jobs > cap:
             more = f"; {jobs} more would pass it" if jobs > 1 else ""
             raise QuotaExceeded(
@@ -301,9 +301,7 @@ class JobService:
         # The inputs are then recorded without a quota check each (their keys are new,
         # nothing is replaced, and the same transaction holds both).
         try:
-            self.tenant_store.check_quota(
-                self.session, tenant_id, incoming_bytes, policy.storage_quota_bytes
-            )
+            check_usage(used or 0, incoming_bytes, quota)
         except StorageQuotaExceeded as exc:
             raise exc.problem() from None
 
