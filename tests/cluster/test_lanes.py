@@ -172,8 +172,10 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     (lane,) = [pid for pid, nice in worker_children(serve.pid).items() if nice == 0]
     os.kill(lane, signal.SIGKILL)
     wait_for(
-        lambda: sorted(worker_children(serve.pid).values()) == [0, 19]
-        and lane not in worker_children(serve.pid),
+        lambda: (
+            sorted(worker_children(serve.pid).values()) == [0, 19]
+            and lane not in worker_children(serve.pid)
+        ),
         60,
         "the short lane started again",
     )
