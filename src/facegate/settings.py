@@ -212,6 +212,13 @@ class Settings(BaseSettings):
     # 503 / 429 at once (library/analysis.py).
     face_analysis_slots: int = Field(default=2, ge=1, le=256)
     face_analysis_per_tenant: int = Field(default=1, ge=1, le=256)
+    # Live streams (facegate.streams): a stream whose client sends no video frame for this
+    # long is closed (metering stops then); the credentials and the tenant of every running
+    # stream are checked again this often (a revoked key or a suspended tenant ends it);
+    # moderation samples one output frame in this many seconds.
+    stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
+    stream_check_seconds: float = Field(default=2.0, gt=0, le=60)
+    stream_moderation_seconds: float = Field(default=1.0, gt=0, le=60)
     # POST /v1/reports (facegate.provenance.reports): one case per reporter and subject (the
     # job, or the file) per window, however often it is sent; new cases a reporter (a client
     # address, its IPv6 /64, or a credential) may open per hour; cases one subject collects

@@ -11,6 +11,7 @@ from facegate.database import SessionFactory
 from facegate.engine.runtime import EngineRuntime
 from facegate.library.analysis import AnalysisSlots
 from facegate.settings import Settings
+from facegate.streams.registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
 
 
@@ -31,3 +32,5 @@ class AppState:
     public_verify_limiter: anyio.CapacityLimiter = field(
         default_factory=lambda: anyio.CapacityLimiter(2)
     )
+    #: The live streams this process runs (``facegate.streams``).
+    streams: StreamRegistry = field(default_factory=StreamRegistry)

@@ -54,6 +54,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.batches.endpoints:router",
     "facegate.templates.endpoints:router",
     "facegate.takedown.endpoints:router",
+    "facegate.streams.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )
@@ -64,6 +65,7 @@ ServiceFactory = Callable[[AppState], AbstractAsyncContextManager[Any]]
 SERVICES: tuple[str, ...] = (
     "facegate.worker.embedded:workers_service",
     "facegate.webhooks.runtime:deliveries_service",
+    "facegate.streams.runtime:streams_service",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -72,6 +73,42 @@ def record_job_usage(
             "model_variant": model_variant(job.spec),
             "started_at": job.started_at,
             "finished_at": finished,
+            "recorded_at": utcnow(),
+        }
+    )
+
+
+def record_stream_usage(
+    session: Session,
+    stream_id: uuid.UUID,
+    tenant_id: str,
+    processors: list[str],
+    consumption: Consumption,
+    started_at: datetime,
+    finished_at: datetime,
+    seconds: float,
+) -> bool:
+    """The usage record of a live stream (``kind`` ``stream``; ``duration_seconds``: the
+    stream-seconds billed), written once when it ends; idempotent on the stream id."""
+    return UsageRepository(session).insert_once(
+        {
+            "job_id": stream_id,
+            "tenant_id": tenant_id,
+            "kind": "stream",
+            "status": "succeeded",
+            "device": consumption.device,
+            "compute_seconds": float(consumption.compute_seconds),
+            "duration_seconds": float(seconds),
+            "queue_wait_seconds": 0.0,
+            "frames": consumption.frames,
+            "input_pixels": consumption.input_pixels,
+            "output_pixels": consumption.output_pixels,
+            "input_bytes": 0,
+            "output_bytes": 0,
+            "processors": processors,
+            "model_variant": None,
+            "started_at": started_at,
+            "finished_at": finished_at,
             "recorded_at": utcnow(),
         }
     )
