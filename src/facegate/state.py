@@ -11,7 +11,7 @@ from facegate.database import SessionFactory
 from facegate.engine.runtime import EngineRuntime
 from facegate.library.analysis import AnalysisSlots
 from facegate.settings import Settings
-from facegate.streams.registry import StreamRegistry
+from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
 
 

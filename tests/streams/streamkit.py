@@ -74,8 +74,8 @@ async def open_stream(
     fps: float = 15.0,
 ) -> tuple[Client, httpx.Response]:
     """Start a stream (the response is returned whatever it is; the client is connected
-    when it is a 201)."""
-    picture = camera_frame(photo(camera_photo) if isinstance(camera_photo, Path) else camera_photo)
+    when it is a 201). A photo's path is fitted to 640x480; a frame is sent as it is."""
+    picture = camera_frame(photo(camera_photo)) if isinstance(camera_photo, Path) else camera_photo
     pc = RTCPeerConnection()
     camera = PhotoCamera(picture, fps=fps)
     pc.addTrack(camera)

@@ -13,7 +13,9 @@ from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.jobs.runtime import tenant_store_for
 from facegate.principal import Principal
 from facegate.state import AppState
+from facegate.streams.live import StreamDeps
 from facegate.streams.schemas import StreamAnswer, StreamList, StreamOut, StreamStart
+from facegate.streams.start import start_stream as start
 
 router = APIRouter(prefix="/v1", tags=["streams"], responses=PROBLEM_RESPONSES)
 
@@ -29,10 +31,7 @@ _START_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _deps(state: AppState) -> Any:
-    # optional: aiortc and the engine's tracking (mediapipe), only once a stream starts
-    from facegate.streams.live import StreamDeps
-
+def _deps(state: AppState) -> StreamDeps:
     return StreamDeps(state.settings, state.session_factory, state.face_engine, state.streams)
 
 
@@ -43,9 +42,6 @@ async def start_stream(
     """Start a live swap: send the camera's SDP offer (a video track, audio optional; a
     data channel, if the client opens one, carries stats and the reason the stream ended)
     and the source; the answer's SDP comes back with the stream's id."""
-    # optional: aiortc and the engine's tracking (mediapipe), only once a stream starts
-    from facegate.streams.start import start_stream as start
-
     state = get_state(request)
     record, sdp = await start(_deps(state), tenant_store_for(state.settings), principal, body)
     response.headers["Location"] = f"/v1/streams/{record.id}"

@@ -43,9 +43,9 @@ from facegate.observability import metrics
 from facegate.principal import Principal
 from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
+from facegate.stream_registry import StreamRecord, StreamRegistry
 from facegate.streams.frames import LiveFrames
 from facegate.streams.media import Newest, SwappedTrack
-from facegate.streams.registry import StreamRecord, StreamRegistry
 from facegate.streams.service import StreamPlan, close_stream, credentials_problem
 from facegate.usage.service import Consumption
 
@@ -240,8 +240,8 @@ class LiveStream:
     async def end(self, reason: str, detail: str | None = None) -> None:
         """End the stream (once): the client is told why on the data channel, the peer
         connection closes, and the usage record and ``stream.end`` are written."""
-        if self.ending:
-            return
+        if self.ending or not self.tasks:
+            return  # ended already, or never started (a refused start closes its peer)
         self.ending = True
         record = self.record
         record.ended, record.ended_at = time.monotonic(), utcnow()

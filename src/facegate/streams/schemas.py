@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from facegate.streams.registry import StreamRecord
+from facegate.stream_registry import StreamRecord
 
 MAX_SDP_CHARS = 64_000
 # An uploaded source image travels base64 in the JSON body; the tenant's max_input_bytes

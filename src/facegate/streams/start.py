@@ -17,8 +17,8 @@ from facegate.jobs.service import input_limits
 from facegate.principal import Principal
 from facegate.provenance.marker import JobMark, marker_for
 from facegate.storage.tenant import TenantStore
+from facegate.stream_registry import StreamRecord
 from facegate.streams.live import LiveStream, StreamDeps, check_offer
-from facegate.streams.registry import StreamRecord
 from facegate.streams.schemas import StreamStart
 from facegate.streams.service import StreamPlan, open_stream, options_text, plan_stream
 

@@ -2,7 +2,9 @@
 (one event loop admits them, so the check and the insert cannot interleave), and what
 ``GET /v1/streams`` answers (a stream that ended stays readable for a while, with why).
 
-Pure state: no aiortc, no engine. A running stream puts its ``stop`` here so that a
+Pure state: no aiortc, no engine (and outside ``streams/``, as ``moderation_policy`` is
+outside ``worker/``: ``AppState`` holds it, and the streams package uses the jobs', which
+use ``AppState``). A running stream puts its ``stop`` here so that a
 ``DELETE`` (or the shutdown of the process) can end it."""
 
 from __future__ import annotations
