@@ -200,8 +200,9 @@ async def main_async(args: argparse.Namespace) -> None:
             await asyncio.to_thread(wait_healthy, base)
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
             await stream(base, key, 3, args.fps)  # warm-up: models loaded, graphs built
-            one = await stream(base, key, args.seconds, args.fps)
-            report("one stream", one, mark_key)
+            if args.seconds:
+                one = await stream(base, key, args.seconds, args.fps)
+                report("one stream", one, mark_key)
             if args.two_seconds:
                 pair = await asyncio.gather(
                     stream(base, key, args.two_seconds, args.fps),
@@ -219,9 +220,9 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--two-seconds", type=float, default=30.0)
-    parser.add_argument("--job-seconds", type=float, default=30.0)
+    parser.add_argument("--seconds", type=float, default=60.0, help="one stream (0: skip)")
+    parser.add_argument("--two-seconds", type=float, default=30.0, help="two (0: skip)")
+    parser.add_argument("--job-seconds", type=float, default=30.0, help="beside a job (0: skip)")
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
     args = parser.parse_args()
     cv2.setNumThreads(1)
