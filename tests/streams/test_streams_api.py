@@ -130,6 +130,12 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
             assert events[0].actor.startswith("key:")
             assert events[1].details["seconds"] == pytest.approx(ended["seconds"], abs=0.01)
             assert events[1].details["reason"] == "deleted"
+        usage_read = h.headers("live", ["usage:read"])
+        [totals] = (await h.client.get("/v1/usage?group_by=total", headers=usage_read)).json()[
+            "totals"
+        ]
+        assert (totals["jobs"], totals["streams"]) == (0, 1)
+        assert totals["stream_seconds"] == pytest.approx(ended["seconds"], abs=0.01)
         metrics = (await h.client.get("/metrics")).text
         assert stream_seconds_metric(metrics, "live") == pytest.approx(ended["seconds"], abs=0.01)
         assert h.state.streams.live() == []

@@ -125,7 +125,13 @@ def summarise(
     rows = UsageRepository(session).sums(tenant_id, start, end, by_day=group_by == "day")
     out: list[dict[str, Any]] = []
     for row in rows:
-        item: dict[str, Any] = {"tenant_id": row["tenant_id"], "jobs": int(row["jobs"])}
+        streams = int(row["streams"])
+        item: dict[str, Any] = {
+            "tenant_id": row["tenant_id"],
+            "jobs": int(row["jobs"]) - streams,
+            "streams": streams,
+            "stream_seconds": float(row["stream_seconds"]),
+        }
         if group_by == "day":
             day = row["day"]
             item["day"] = day.isoformat() if isinstance(day, date) else str(day)
