@@ -25,24 +25,18 @@ import base64
 import math
 import statistics
 import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import cv2
 import httpx
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError
 
 from benchkit import FACES, load_average, read_frame
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
-from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.provenance.keys import load_keys
 from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import read_image_watermark
-from facegate.streams.loopback import PhotoCamera, camera_frame, read_stamp
+from facegate.streams.loopback import ClientRun, camera_frame, run_client
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 from noisy_neighbour import base_env, facegate, free_port, stop_all, wait_healthy
@@ -50,19 +44,6 @@ from noisy_neighbour import base_env, facegate, free_port, stop_all, wait_health
 SOURCE = FACES / "man_frontal_beard_closeup.jpg"
 CAMERA = FACES / "woman_b_frontal_dark_background.jpg"
 MARK_SAMPLES = 20  # received frames kept for the watermark read (one in every ~30)
-
-
-@dataclass
-class Run:
-    """What one client saw: per received frame (seconds since start, latency seconds)."""
-
-    started: float = 0.0
-    seconds: float = 0.0
-    samples: list[tuple[float, float]] = field(default_factory=list)
-    unreadable: int = 0
-    kept: list[Frame] = field(default_factory=list)
-    server: dict[str, Any] = field(default_factory=dict)
-    stream_id: str = ""
 
 
 def make_tenant(url: str) -> str:
@@ -82,60 +63,26 @@ def make_tenant(url: str) -> str:
     return token
 
 
-async def stream(base: str, key: str, seconds: float, fps: float) -> Run:
-    run = Run()
-    camera = PhotoCamera(camera_frame(read_frame(CAMERA)), fps=fps)
-    pc = RTCPeerConnection()
-    pc.addTrack(camera)
-    done = asyncio.Event()
-
-    async def read(track: MediaStreamTrack) -> None:
-        while not done.is_set():
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            now = time.monotonic()
-            image: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[union-attr]
-            number = read_stamp(image)
-            if number is None or number not in camera.sent:
-                run.unreadable += 1
-                continue
-            run.samples.append((now - run.started, now - camera.sent[number]))
-            if len(run.samples) % 30 == 0 and len(run.kept) < MARK_SAMPLES:
-                run.kept.append(image)
-
-    readers: list[asyncio.Task[None]] = []
-    pc.on("track", lambda track: readers.append(asyncio.ensure_future(read(track))))
-    await pc.setLocalDescription(await pc.createOffer())
-    headers = {"Authorization": f"Bearer {key}"}
+async def stream(base: str, key: str, seconds: float, fps: float) -> ClientRun:
+    source = base64.b64encode(SOURCE.read_bytes()).decode()
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
-        source = base64.b64encode(SOURCE.read_bytes()).decode()
-        answer = await client.post(
-            "/v1/streams",
-            json={"sdp": pc.localDescription.sdp, "source_image": source},
-            headers=headers,
+        return await run_client(
+            client,
+            {"Authorization": f"Bearer {key}"},
+            {"source_image": source},
+            camera_frame(read_frame(CAMERA)),
+            seconds,
+            fps=fps,
+            keep=MARK_SAMPLES,
         )
-        answer.raise_for_status()
-        run.stream_id = answer.json()["id"]
-        run.started = time.monotonic()
-        await pc.setRemoteDescription(RTCSessionDescription(answer.json()["sdp"], "answer"))
-        await asyncio.sleep(seconds)
-        run.seconds = time.monotonic() - run.started
-        run.server = (await client.delete(f"/v1/streams/{run.stream_id}", headers=headers)).json()
-    done.set()
-    for task in readers:
-        task.cancel()
-    await pc.close()
-    return run
 
 
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] if ordered else float("nan")
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] if ordered else math.nan
 
 
-def report(name: str, run: Run, key: bytes) -> None:
+def report(name: str, run: ClientRun, key: bytes) -> None:
     latencies = [lat for _, lat in run.samples]
     first = [lat for t, lat in run.samples if t <= 10]
     last = [lat for t, lat in run.samples if t >= run.seconds - 10]
@@ -168,7 +115,7 @@ def job_clip(folder: Path) -> Path:
     return path
 
 
-async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) -> Run:
+async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) -> ClientRun:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         submitted = await client.post(

@@ -1,17 +1,24 @@
-"""A camera made of one photo, and frame numbers stamped into its pixels: what the tests
-and ``benchmarks/live_bench.py`` stream to a server and read back from the swapped frames
-it returns (the number says which camera frame a returned frame is, so the time between
-sending and receiving it is the latency a viewer sees)."""
+"""A camera made of one photo, and frame numbers stamped into its pixels: what the tests,
+``benchmarks/live_bench.py`` and ``facegate stream-check`` stream to a server and read back
+from the swapped frames it returns (the number says which camera frame a returned frame
+is, so the time between sending and receiving it is the latency a viewer sees); and the
+client that does it over HTTP (:func:`run_client`)."""
 
 from __future__ import annotations
 
 import asyncio
 import fractions
+import math
+import statistics
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 import cv2
+import httpx
 import numpy as np
-from aiortc import MediaStreamTrack
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
 from facegate.engine.types import Frame
@@ -33,7 +40,7 @@ def stamp(frame: Frame, number: int) -> Frame:
 
 
 def read_stamp(frame: Frame) -> int | None:
-    """The number :func:`stamp` put in ``frame`` (resized back to ``width``), or None."""
+    """The number :func:`stamp` put in ``frame``, or None."""
     gray = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
     values = [
         float(gray[2 : STAMP_CELL - 2, i * STAMP_CELL + 2 : (i + 1) * STAMP_CELL - 2].mean())
@@ -85,3 +92,98 @@ class PhotoCamera(MediaStreamTrack):
         self.sent[number] = time.monotonic()
         self.count += 1
         return frame
+
+
+@dataclass
+class ClientRun:
+    """What a client saw: per received frame (seconds since the answer, latency seconds);
+    frames without a readable stamp; a few received frames kept (one in ``keep_every``)
+    and the last one;
+    the stream as the server showed it when the client ended it (or it ended)."""
+
+    stream_id: str = ""
+    started: float = 0.0
+    seconds: float = 0.0
+    samples: list[tuple[float, float]] = field(default_factory=list)
+    unreadable: int = 0
+    kept: list[Frame] = field(default_factory=list)
+    last: Frame | None = None
+    server: dict[str, Any] = field(default_factory=dict)
+
+    def latency_ms(self, q: float) -> float:
+        ordered = sorted(lat for _, lat in self.samples)
+        if not ordered:
+            return math.nan
+        return 1000 * ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    def fps(self) -> float:
+        return len(self.samples) / self.seconds if self.seconds else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        latencies = [lat for _, lat in self.samples]
+        return {
+            "stream_id": self.stream_id,
+            "seconds": round(self.seconds, 2),
+            "frames_received": len(self.samples),
+            "fps": round(self.fps(), 1),
+            "latency_ms_p50": round(1000 * statistics.median(latencies)) if latencies else None,
+            "latency_ms_p95": round(self.latency_ms(0.95)) if latencies else None,
+            "end_reason": self.server.get("end_reason"),
+        }
+
+
+async def run_client(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    picture: Frame,
+    seconds: float,
+    *,
+    fps: float = 30.0,
+    keep: int = 20,
+    keep_every: int = 30,
+) -> ClientRun:
+    """Stream ``picture`` as a camera for ``seconds`` to ``POST /v1/streams`` (``body``:
+    the source and options), then end it (DELETE)."""
+    run = ClientRun()
+    camera = PhotoCamera(picture, fps=fps)
+    pc = RTCPeerConnection()
+    pc.addTrack(camera)
+
+    async def read(track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            now = time.monotonic()
+            image: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[union-attr]
+            run.last = image
+            number = read_stamp(image)
+            if number is None or number not in camera.sent:
+                run.unreadable += 1
+                continue
+            run.samples.append((now - run.started, now - camera.sent[number]))
+            if len(run.samples) % keep_every == 0 and len(run.kept) < keep:
+                run.kept.append(image)
+
+    readers: list[asyncio.Task[None]] = []
+    pc.on("track", lambda track: readers.append(asyncio.ensure_future(read(track))))
+    try:
+        await pc.setLocalDescription(await pc.createOffer())
+        answer = await client.post(
+            "/v1/streams", json={"sdp": pc.localDescription.sdp, **body}, headers=headers
+        )
+        answer.raise_for_status()
+        run.stream_id = answer.json()["id"]
+        run.started = time.monotonic()
+        await pc.setRemoteDescription(RTCSessionDescription(answer.json()["sdp"], "answer"))
+        await asyncio.sleep(seconds)
+        run.seconds = time.monotonic() - run.started
+        ended = await client.delete(f"/v1/streams/{run.stream_id}", headers=headers)
+        run.server = ended.json()
+    finally:
+        for task in readers:
+            task.cancel()
+        await pc.close()
+    return run
