@@ -15,7 +15,7 @@ from typing import Any
 import cv2
 import httpx
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError
+from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
 from tests.testdata import FACES
 
 from facegate.engine.types import Frame
@@ -43,8 +43,10 @@ class Client:
     pc: RTCPeerConnection
     camera: PhotoCamera
     received: list[tuple[Frame, int | None, float]] = field(default_factory=list)
+    audio_frames: int = 0
     messages: list[dict[str, Any]] = field(default_factory=list)
     reader: asyncio.Task[None] | None = None
+    listener: asyncio.Task[None] | None = None
 
     async def read(self, track: MediaStreamTrack) -> None:
         while True:
@@ -55,9 +57,19 @@ class Client:
             image = frame.to_ndarray(format="bgr24")  # type: ignore[union-attr]
             self.received.append((image, read_stamp(image), time.monotonic()))
 
+    async def listen(self, track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                await track.recv()
+            except MediaStreamError:
+                return
+            self.audio_frames += 1
+
     async def close(self) -> None:
         if self.reader is not None:
             self.reader.cancel()
+        if self.listener is not None:
+            self.listener.cancel()
         await self.pc.close()
 
 
@@ -72,6 +84,7 @@ async def open_stream(
     camera_photo: Path | Frame = CAMERA_PHOTO,
     body: dict[str, Any] | None = None,
     fps: float = 15.0,
+    audio: bool = False,
 ) -> tuple[Client, httpx.Response]:
     """Start a stream (the response is returned whatever it is; the client is connected
     when it is a 201). A photo's path is fitted to 640x480; a frame is sent as it is."""
@@ -79,6 +92,8 @@ async def open_stream(
     pc = RTCPeerConnection()
     camera = PhotoCamera(picture, fps=fps)
     pc.addTrack(camera)
+    if audio:
+        pc.addTrack(AudioStreamTrack())  # silence, 20 ms a frame
     channel = pc.createDataChannel("facegate")
     live = Client(pc, camera)
     channel.on("message", lambda text: live.messages.append(json.loads(text)))
@@ -87,6 +102,8 @@ async def open_stream(
     def on_track(track: MediaStreamTrack) -> None:
         if track.kind == "video":
             live.reader = asyncio.get_running_loop().create_task(live.read(track))
+        else:
+            live.listener = asyncio.get_running_loop().create_task(live.listen(track))
 
     sdp = await offer_of(pc)
     response = await client.post(

@@ -54,7 +54,7 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
         h.create_tenant("live", **LIVE_POLICY)
         h.create_tenant("other", **LIVE_POLICY)
         headers = h.headers("live", ["editor"])
-        live, response = await open_stream(h.client, headers)
+        live, response = await open_stream(h.client, headers, audio=True)
         assert response.status_code == 201, response.text
         assert response.headers["location"] == f"/v1/streams/{response.json()['id']}"
         stream_id = response.json()["id"]
@@ -83,6 +83,7 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
             listed = (await h.client.get("/v1/streams", headers=viewer)).json()["items"]
             assert [item["id"] for item in listed] == [stream_id]
             assert any(m["event"] == "stats" for m in live.messages)
+            assert live.audio_frames > 0  # the microphone came back (passed through)
         finally:
             ended = (await h.client.delete(f"/v1/streams/{stream_id}", headers=headers)).json()
             await live.close()
