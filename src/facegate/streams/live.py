@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection, RTCSessionDescription
+from aiortc import (
+    MediaStreamTrack,
+    RTCConfiguration,
+    RTCDataChannel,
+    RTCIceServer,
+    RTCPeerConnection,
+    RTCSessionDescription,
+)
 from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
@@ -62,6 +69,21 @@ def check_offer(sdp: str) -> None:
         raise BadRequest("the offer has no video track", code="invalid-sdp")
 
 
+def ice_configuration(settings: Settings) -> RTCConfiguration:
+    """The ICE servers of ``FACEGATE_STREAM_ICE_URLS`` (TURN ones with the TURN
+    credentials); none: the server offers its host candidates only."""
+    secret = settings.stream_turn_credential
+    servers = [
+        RTCIceServer(
+            urls=url,
+            username=settings.stream_turn_username if url.startswith("turn") else None,
+            credential=secret.get_secret_value() if secret and url.startswith("turn") else None,
+        )
+        for url in settings.stream_ice_urls
+    ]
+    return RTCConfiguration(iceServers=servers)
+
+
 @dataclass(frozen=True)
 class StreamDeps:
     """What a stream uses of its process (passed in: the app's state, a benchmark's)."""
@@ -80,7 +102,7 @@ class LiveStream:
         self.principal = principal
         self.plan = plan
         self.record = record
-        self.pc = RTCPeerConnection()
+        self.pc = RTCPeerConnection(ice_configuration(deps.settings))
         self.inputs: Newest[tuple[VideoFrame, float]] = Newest()
         self.outputs: Newest[VideoFrame] = Newest()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"stream-{record.id.hex[:8]}")
