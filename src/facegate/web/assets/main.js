@@ -23,9 +23,10 @@ const NEEDS = {
   usage: "usage:read",
   admin: "admin",
 };
-const state = { me: null };
+const state = { me: null, live: false };
 
 function mayView(name) {
+  if (name === "live" && !state.live) return false; // the tenant's plan has no live streams
   return Boolean(state.me && state.me.permissions.includes(NEEDS[name]));
 }
 
@@ -77,6 +78,11 @@ async function signIn(key) {
   const me = await api("/v1/me", { key });
   credentials.set(key);
   state.me = me;
+  state.live = false;
+  if (me.permissions.includes(NEEDS.live)) {
+    const capabilities = await api("/v1/capabilities").catch(() => null);
+    state.live = Boolean(capabilities && capabilities.limits.max_concurrent_streams > 0);
+  }
   $("#identity-text").textContent = `${me.tenant_id} · ${me.actor}`;
   $("#identity").hidden = false;
   $("#nav").hidden = false;
