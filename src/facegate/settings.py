@@ -216,6 +216,9 @@ class Settings(BaseSettings):
     # long is closed (metering stops then); the credentials and the tenant of every running
     # stream are checked again this often (a revoked key or a suspended tenant ends it);
     # moderation samples one output frame in this many seconds.
+    # How many live streams this process runs at once, all tenants together (each holds an
+    # engine thread): past it a start is 503 with Retry-After, whatever the tenant's cap.
+    streams_per_process: int = Field(default=2, ge=0, le=256)
     stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
     stream_check_seconds: float = Field(default=2.0, gt=0, le=60)
     stream_moderation_seconds: float = Field(default=1.0, gt=0, le=60)

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Literal
 
 from facegate.database import utcnow
-from facegate.errors import NotFound, QuotaExceeded
+from facegate.errors import NotFound, QuotaExceeded, Unavailable
 
 StreamState = Literal["live", "ended"]
 #: how many ended streams stay readable (GET) per process, newest kept
@@ -94,13 +94,15 @@ class StreamRecord:
 class StreamRegistry:
     """This process's streams (``AppState.streams``)."""
 
-    def __init__(self, keep_ended: int = KEEP_ENDED) -> None:
+    def __init__(self, capacity: int = 2, keep_ended: int = KEEP_ENDED) -> None:
+        self.capacity = capacity
         self._live: dict[uuid.UUID, StreamRecord] = {}
         self._ended: OrderedDict[uuid.UUID, StreamRecord] = OrderedDict()
         self._keep_ended = keep_ended
 
     def check(self, tenant_id: str, max_concurrent: int) -> None:
-        """429 naming ``max_concurrent_streams`` when the tenant runs that many already."""
+        """429 naming ``max_concurrent_streams`` when the tenant runs that many already;
+        503 when this process runs its ``streams_per_process`` (any tenants')."""
         running = len(self.live(tenant_id))
         if running >= max_concurrent:
             raise QuotaExceeded(
@@ -109,6 +111,13 @@ class StreamRegistry:
                 limit="max_concurrent_streams",
                 value=max_concurrent,
                 retry_after=5,
+            )
+        if len(self._live) >= self.capacity:
+            raise Unavailable(
+                f"this server runs its maximum of {self.capacity} live streams; try again shortly",
+                limit="streams_per_process",
+                limit_value=self.capacity,
+                retry_after=10,
             )
 
     def admit(self, record: StreamRecord, max_concurrent: int) -> None:

@@ -50,7 +50,7 @@ def stream_seconds_metric(text: str, tenant: str) -> float:
 
 @pytest.mark.skipif(not available(), reason="the dlib recogniser's models are not installed")
 async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
-    async with make_client() as h:
+    async with make_client(streams_per_process=1) as h:
         h.create_tenant("live", **LIVE_POLICY)
         h.create_tenant("other", **LIVE_POLICY)
         headers = h.headers("live", ["editor"])
@@ -68,6 +68,11 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
             assert refused.headers["content-type"].startswith("application/problem+json")
             assert refused.json()["limit"] == "max_concurrent_streams"
             other = h.headers("other", ["director"])
+            third, full = await open_stream(h.client, other)  # this server runs its maximum
+            await third.close()
+            assert full.status_code == 503, full.text
+            assert full.json()["limit"] == "streams_per_process"
+            assert full.headers["retry-after"] == "10"
             assert (
                 await h.client.get(f"/v1/streams/{stream_id}", headers=other)
             ).status_code == 404

@@ -35,6 +35,7 @@ from facegate.ratelimit.gateway import Gateway
 from facegate.resilience import BreakerConfig, CircuitBreaker
 from facegate.settings import Settings
 from facegate.state import AppState
+from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
 
 # APIRouter objects included in the app, in order.
@@ -133,6 +134,7 @@ def create_app(
                 settings.face_analysis_slots, settings.face_analysis_per_tenant
             ),
             public_verify_limiter=anyio.CapacityLimiter(settings.public_verify_concurrency),
+            streams=StreamRegistry(settings.streams_per_process),
         )
         app.state.facegate = state
         try:
