@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from av import VideoFrame
+from sqlalchemy import select
 from tests.moderationkit import install_standin, with_marker
 from tests.streams.streamkit import CAMERA_PHOTO, LIVE_POLICY, open_stream, photo, wait_for
 
@@ -21,8 +22,9 @@ from facegate.streams.frames import fit_frame
 from facegate.streams.loopback import PhotoCamera, camera_frame
 from facegate.tenancy import keys
 from facegate.tenancy.service import TenancyService
+from facegate.usage.tables import UsageRecord
 
-FAST = {"stream_check_seconds": 0.5, "stream_silence_seconds": 1.5}
+FAST = {"stream_check_seconds": 0.5, "stream_silence_seconds": 3.0}
 
 
 def ended_message(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -39,7 +41,7 @@ async def run_until_ended(h: Any, headers: dict[str, str], act: Any, **kwargs: A
     acted = time.monotonic()
     act()
     record = h.state.streams.get("live", uuid.UUID(stream_id))
-    await wait_for(lambda: record.state == "ended" and h.state.streams.live() == [], 15)
+    await wait_for(lambda: record.state == "ended" and h.state.streams.live() == [], 30)
     took = time.monotonic() - acted
     await asyncio.sleep(0.3)  # the data channel's last message
     await live.close()
@@ -83,24 +85,33 @@ class SilentCamera(PhotoCamera):
 
 
 async def test_a_silent_client_is_closed_and_metering_stops(make_client: Any) -> None:
-    async with make_client(**FAST) as h:
+    async with make_client(**FAST, stream_checkpoint_seconds=0.5) as h:
         h.create_tenant("live", **LIVE_POLICY)
         headers = h.headers("live", ["director"])
         live, response = await open_stream(h.client, headers)
         assert response.status_code == 201
         await wait_for(lambda: len(live.received) >= 3, 60)
+        record = h.state.streams.live()[0]
+        # While it runs, its usage record is checkpointed (what a dying process leaves).
+        await asyncio.sleep(1.2)
+        with session_scope(h.state.session_factory) as session:
+            usage = session.scalars(select(UsageRecord)).one()
+            assert usage.job_id == record.id
+            assert 0 < usage.duration_seconds <= record.seconds
         # The camera goes quiet: swap in a silent one on the client's sender.
         camera = SilentCamera(live.camera.picture)
         camera.silent = True
         live.pc.getSenders()[0].replaceTrack(camera)
         quiet = time.monotonic()
-        record = h.state.streams.live()[0]
         await wait_for(lambda: record.state == "ended", 10)
         assert time.monotonic() - quiet < 10
         assert record.end_reason == "client-silent"
         seconds = record.seconds
         await asyncio.sleep(1.0)
         assert record.seconds == seconds  # the meter stopped at the end
+        with session_scope(h.state.session_factory) as session:
+            usage = session.scalars(select(UsageRecord)).one()
+            assert usage.duration_seconds == pytest.approx(seconds, abs=0.01)
         await live.close()
 
 

@@ -53,11 +53,18 @@ from facegate.settings import Settings
 from facegate.stream_registry import StreamRecord, StreamRegistry
 from facegate.streams.frames import LiveFrames
 from facegate.streams.media import Newest, SwappedTrack
-from facegate.streams.service import StreamPlan, close_stream, credentials_problem
+from facegate.streams.service import (
+    DEVICE,
+    StreamPlan,
+    StreamUsage,
+    close_stream,
+    credentials_problem,
+)
 from facegate.usage.service import Consumption
 
 log = structlog.get_logger("facegate.streams")
 LIVE_FRAME = "live frame"  # what moderation names in a refusal
+FIRST_FRAME_SECONDS = 15.0  # a client's first frame may take this long (connection set-up)
 
 
 def check_offer(sdp: str) -> None:
@@ -165,15 +172,18 @@ class LiveStream:
         assert self.camera is not None
         silence = self.deps.settings.stream_silence_seconds
         stats = self.record.stats
+        # The first frame comes after ICE and DTLS have connected: more time for it.
+        wait = max(silence, FIRST_FRAME_SECONDS)
         while not self.ending:
             try:
-                frame = await asyncio.wait_for(self.camera.recv(), timeout=silence)
+                frame = await asyncio.wait_for(self.camera.recv(), timeout=wait)
             except TimeoutError:
-                await self.end("client-silent", f"no video frame for {silence:g} s")
+                await self.end("client-silent", f"no video frame for {wait:g} s")
                 return
             except MediaStreamError:
                 await self.end("client-ended")
                 return
+            wait = silence
             assert isinstance(frame, VideoFrame)
             stats.frame_in()
             if self.inputs.put((frame, time.monotonic())):
@@ -210,10 +220,13 @@ class LiveStream:
 
     async def _watch(self) -> None:
         settings = self.deps.settings
-        last_check = time.monotonic()
+        last_check = last_checkpoint = time.monotonic()
         while not self.ending:
             await asyncio.sleep(min(1.0, settings.stream_check_seconds))
             self._report()
+            if time.monotonic() - last_checkpoint >= settings.stream_checkpoint_seconds:
+                last_checkpoint = time.monotonic()
+                await asyncio.to_thread(self._write_usage, None)
             if self.record.seconds >= self.record.max_seconds:
                 await self.end("max_stream_seconds", f"the limit is {self.record.max_seconds} s")
                 return
@@ -284,7 +297,7 @@ class LiveStream:
             await asyncio.get_running_loop().run_in_executor(self.executor, self.frames.close)
         self.executor.shutdown(wait=False)
         try:
-            await asyncio.to_thread(self._close_record, reason)
+            await asyncio.to_thread(self._write_usage, reason)
         finally:
             self.deps.registry.release(record)
         log.info(
@@ -296,26 +309,29 @@ class LiveStream:
             frames=record.stats.frames_out,
         )
 
-    def _close_record(self, reason: str) -> None:
+    def _write_usage(self, reason: str | None) -> None:
+        """The usage record as of now (a checkpoint), or the last one and ``stream.end``
+        (``reason``: the stream ended)."""
         record, stats = self.record, self.record.stats
         pixels = (record.width or 0) * (record.height or 0)
         consumption = Consumption(
             compute_seconds=stats.compute_seconds,
-            device="cpu",
+            device=DEVICE,
             frames=stats.frames_out,
             input_pixels=pixels * stats.frames_out,
             output_pixels=pixels * stats.frames_out,
         )
-        assert record.ended_at is not None
         with session_scope(self.deps.session_factory) as session:
-            close_stream(
-                session,
+            checkpoint = StreamUsage(
                 record.id,
                 record.tenant_id,
                 list(self.plan.spec.processors),
                 consumption,
                 record.created_at,
-                record.ended_at,
+                record.ended_at or utcnow(),
                 record.seconds,
-                reason,
             )
+            if reason is None:
+                checkpoint.write(session)
+            else:
+                close_stream(session, checkpoint, reason)

@@ -37,6 +37,7 @@ from facegate.tenancy.tables import Policy
 from facegate.usage.service import Consumption, record_stream_usage
 
 STREAM_START = "stream.start"
+DEVICE = "cpu"  # streams run in the API process, on its CPU
 STREAM_END = "stream.end"
 
 
@@ -142,9 +143,21 @@ def open_stream(
     stream_id: uuid.UUID,
     plan: StreamPlan,
 ) -> JobMark:
-    """In the transaction that starts the stream: its mark (every frame carries it), the
-    uploaded source's consent attestation, and ``stream.start``."""
+    """In the transaction that starts the stream: its mark (every frame carries it), its
+    usage record (0 s, checkpointed as it runs), the uploaded source's consent
+    attestation, and ``stream.start``."""
     mark = marker.issue_for(session, principal.tenant_id, stream_id)
+    now = utcnow()
+    record_stream_usage(
+        session,
+        stream_id,
+        principal.tenant_id,
+        list(plan.spec.processors),
+        Consumption(compute_seconds=0.0, device=DEVICE),
+        now,
+        now,
+        0.0,
+    )
     sha256 = hashlib.sha256(plan.source).hexdigest()
     attested = ConsentService(session).record(
         principal.tenant_id, principal.actor, plan.consent, [(f"{SOURCE_PREFIX}0", sha256)]
@@ -183,36 +196,46 @@ def credentials_problem(session: Session, principal: Principal) -> str | None:
     return None
 
 
-def close_stream(
-    session: Session,
-    stream_id: uuid.UUID,
-    tenant_id: str,
-    processors: list[str],
-    consumption: Consumption,
-    started_at: datetime,
-    ended_at: datetime,
-    seconds: float,
-    reason: str,
-) -> None:
-    """In one transaction: the usage record and ``stream.end`` (by ``system``: the stream
-    may end without its caller, e.g. when its key was revoked)."""
-    record_stream_usage(
-        session,
-        stream_id,
-        tenant_id,
-        processors,
-        consumption,
-        started_at,
-        ended_at,
-        seconds,
-    )
+@dataclass(frozen=True)
+class StreamUsage:
+    """A stream's consumption as of ``finished_at`` (a checkpoint, or its end)."""
+
+    stream_id: uuid.UUID
+    tenant_id: str
+    processors: list[str]
+    consumption: Consumption
+    started_at: datetime
+    finished_at: datetime
+    seconds: float
+
+    def write(self, session: Session) -> None:
+        record_stream_usage(
+            session,
+            self.stream_id,
+            self.tenant_id,
+            self.processors,
+            self.consumption,
+            self.started_at,
+            self.finished_at,
+            self.seconds,
+        )
+
+
+def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
+    """In one transaction: the last usage figures and ``stream.end`` (by ``system``: the
+    stream may end without its caller, e.g. when its key was revoked)."""
+    usage.write(session)
     record_audit(
         session,
         "system",
         STREAM_END,
-        f"stream:{stream_id}",
-        {"seconds": round(seconds, 3), "frames": consumption.frames, "reason": reason},
-        tenant_id=tenant_id,
+        f"stream:{usage.stream_id}",
+        {
+            "seconds": round(usage.seconds, 3),
+            "frames": usage.consumption.frames,
+            "reason": reason,
+        },
+        tenant_id=usage.tenant_id,
     )
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Date, Select, case, cast, func, select
+from sqlalchemy import Date, Select, case, cast, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -49,6 +50,16 @@ class UsageRepository:
         # RETURNING yields a row only when this statement inserted (rowcount is not
         # reliable for ON CONFLICT DO NOTHING across drivers).
         return self.session.execute(stmt).first() is not None
+
+    def update_record(self, tenant_id: str, job_id: uuid.UUID, values: dict[str, Any]) -> None:
+        """Rewrite the figures of the tenant's record of ``job_id`` (a live stream's, as it
+        runs: its checkpoints)."""
+        scoped = self.readable_statement(tenant_id).where(UsageRecord.job_id == job_id)
+        self.session.execute(
+            update(UsageRecord)
+            .where(scoped.whereclause)  # type: ignore[arg-type]
+            .values(**values)
+        )
 
     def _window(
         self, tenant_id: str | None, start: datetime | None, end: datetime | None

@@ -87,31 +87,38 @@ def record_stream_usage(
     started_at: datetime,
     finished_at: datetime,
     seconds: float,
-) -> bool:
+) -> None:
     """The usage record of a live stream (``kind`` ``stream``; ``duration_seconds``: the
-    stream-seconds billed), written once when it ends; idempotent on the stream id."""
-    return UsageRepository(session).insert_once(
+    stream-seconds billed): made when it starts and rewritten at each checkpoint and at its
+    end, so a process that dies mid-stream leaves the usage of its last checkpoint."""
+    values = {
+        "device": consumption.device,
+        "compute_seconds": float(consumption.compute_seconds),
+        "duration_seconds": float(seconds),
+        "frames": consumption.frames,
+        "input_pixels": consumption.input_pixels,
+        "output_pixels": consumption.output_pixels,
+        "finished_at": finished_at,
+        "recorded_at": utcnow(),
+    }
+    repository = UsageRepository(session)
+    inserted = repository.insert_once(
         {
+            **values,
             "job_id": stream_id,
             "tenant_id": tenant_id,
             "kind": "stream",
             "status": "succeeded",
-            "device": consumption.device,
-            "compute_seconds": float(consumption.compute_seconds),
-            "duration_seconds": float(seconds),
             "queue_wait_seconds": 0.0,
-            "frames": consumption.frames,
-            "input_pixels": consumption.input_pixels,
-            "output_pixels": consumption.output_pixels,
             "input_bytes": 0,
             "output_bytes": 0,
             "processors": processors,
             "model_variant": None,
             "started_at": started_at,
-            "finished_at": finished_at,
-            "recorded_at": utcnow(),
         }
     )
+    if not inserted:
+        repository.update_record(tenant_id, stream_id, values)
 
 
 def summarise(
