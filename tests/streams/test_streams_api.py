@@ -9,6 +9,7 @@ import re
 import statistics
 from typing import Any
 
+import cv2
 import pytest
 from sqlalchemy import select
 from tests.streams.streamkit import (
@@ -120,6 +121,17 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
         payloads = [read_image_watermark(image, key).payload for image, _, _ in live.received[-15:]]
         serials = {p.serial for p in payloads if p is not None}
         assert len(serials) == 1, payloads
+        # ... and `POST /v1/verify` on a screenshot of it traces the stream, for its tenant.
+        marked = next(
+            image for (image, _, _), p in zip(live.received[-15:], payloads, strict=True) if p
+        )
+        png = cv2.imencode(".png", marked)[1].tobytes()
+        verified = await h.client.post(
+            "/v1/verify", files={"file": ("shot.png", png)}, headers=headers
+        )
+        assert verified.status_code == 200, verified.text
+        assert verified.json()["made_by_this_installation"] is True
+        assert verified.json()["job"]["job_id"] == stream_id
         with session_scope(h.state.session_factory) as session:
             mark = MarkRepository(session).by_serial(serials.pop())
             assert mark is not None
