@@ -1,7 +1,8 @@
 """Why a running stream ends, and that it ends in time: a revoked key or a suspended
 tenant within 5 s, a silent client within 10 s (metering stops with it), the policy's
 max_stream_seconds, a moderation refusal (the client is told why on its data channel);
-and a camera larger than the policy's resolution is scaled down."""
+and a camera larger than the policy's resolution is scaled down (frames alone:
+test_live_frames)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from tests.moderationkit import install_standin, with_marker
 from tests.streams.streamkit import CAMERA_PHOTO, LIVE_POLICY, open_stream, photo, wait_for
 
 from facegate.database import session_scope
-from facegate.streams.frames import fit_frame
 from facegate.streams.loopback import PhotoCamera, camera_frame
 from facegate.tenancy import keys
 from facegate.tenancy.service import TenancyService
@@ -31,16 +31,18 @@ def ended_message(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return next(m for m in messages if m["event"] == "ended")
 
 
-async def run_until_ended(h: Any, headers: dict[str, str], act: Any, **kwargs: Any) -> Any:
+async def run_until_ended(
+    h: Any, headers: dict[str, str], act: Any, frames: int = 3, **kwargs: Any
+) -> Any:
     """Start a stream, let frames flow, ``act()``, then wait for the end: (the stream as
     shown, seconds from the act to the end, the client)."""
     live, response = await open_stream(h.client, headers, **kwargs)
     assert response.status_code == 201, response.text
     stream_id = response.json()["id"]
-    await wait_for(lambda: len(live.received) >= 3, 60)
+    record = h.state.streams.get("live", uuid.UUID(stream_id))
+    await wait_for(lambda: len(live.received) >= frames or record.state == "ended", 60)
     acted = time.monotonic()
     act()
-    record = h.state.streams.get("live", uuid.UUID(stream_id))
     await wait_for(lambda: record.state == "ended" and h.state.streams.live() == [], 30)
     took = time.monotonic() - acted
     await asyncio.sleep(0.3)  # the data channel's last message
@@ -135,13 +137,6 @@ async def test_max_stream_seconds_and_a_camera_over_the_resolution(make_client: 
         await live.close()
 
 
-def test_fit_frame_scales_down_only() -> None:
-    assert fit_frame(np.zeros((2160, 3840, 3), np.uint8), "1080p").shape == (1080, 1920, 3)
-    assert fit_frame(np.zeros((1920, 1080, 3), np.uint8), "720p").shape == (1280, 720, 3)
-    small = np.zeros((480, 640, 3), np.uint8)
-    assert fit_frame(small, "720p") is small
-
-
 @pytest.fixture
 def standin(tmp_path: Any) -> None:
     install_standin(tmp_path / "models")
@@ -153,7 +148,7 @@ async def test_moderation_refusal_ends_the_stream_with_its_reason(make_client: A
         h.create_tenant("live", **LIVE_POLICY)
         camera = camera_frame(with_marker(photo(CAMERA_PHOTO)))
         record, _, live = await run_until_ended(
-            h, h.headers("live", ["director"]), lambda: None, camera_photo=camera
+            h, h.headers("live", ["director"]), lambda: None, frames=0, camera_photo=camera
         )
         assert record.end_reason == "content-policy-violation"
         message = ended_message(live.messages)
