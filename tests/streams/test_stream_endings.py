@@ -20,6 +20,7 @@ from tests.streams.streamkit import CAMERA_PHOTO, LIVE_POLICY, open_stream, phot
 
 from facegate.database import session_scope
 from facegate.streams.loopback import PhotoCamera, camera_frame
+from facegate.streams.runtime import streams_service
 from facegate.tenancy import keys
 from facegate.tenancy.service import TenancyService
 from facegate.usage.tables import UsageRecord
@@ -154,3 +155,20 @@ async def test_moderation_refusal_ends_the_stream_with_its_reason(make_client: A
         message = ended_message(live.messages)
         assert message["reason"] == "content-policy-violation"
         assert "live frame" in message["detail"]
+
+
+async def test_a_stopping_server_ends_its_streams_metered(make_client: Any) -> None:
+    async with make_client(services=[streams_service]) as h:
+        h.create_tenant("live", **LIVE_POLICY)
+        live, response = await open_stream(h.client, h.headers("live", ["director"]))
+        assert response.status_code == 201
+        await wait_for(lambda: len(live.received) >= 3, 60)
+        record = h.state.streams.live()[0]
+        factory = h.state.session_factory
+    # the app's lifespan ended: its streams with it, each metered and audited
+    assert record.state == "ended"
+    assert record.end_reason == "server-stopping"
+    with session_scope(factory) as session:
+        usage = session.scalars(select(UsageRecord)).one()
+        assert usage.duration_seconds == pytest.approx(record.seconds, abs=0.01)
+    await live.close()
