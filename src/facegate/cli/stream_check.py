@@ -22,7 +22,7 @@ from facegate.streams.loopback import ClientRun, camera_frame, run_client
 
 @click.command("stream-check")
 @click.option("--url", default="http://127.0.0.1:8000", show_default=True)
-@click.option("--key", envvar="FACEGATE_KEY", required=True, help="a key with streams:write")
+@click.option("--key", required=True, help="an API key with streams:write")
 @click.option(
     "--camera",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
