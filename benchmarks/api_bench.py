@@ -1,10 +1,12 @@
 """Jobs API speed, in-process (httpx ASGITransport, no network), one run:
 
 1. authenticated ``GET /v1/jobs/{id}`` throughput against a bare FastAPI endpoint that
-   returns a dict (the baseline, same transport, same process) — target ratio >= 0.5;
+   returns a dict (the baseline, same transport, same process) — target ratio >= 0.8
+   (issue 28);
 2. submitting a ~100 KB JPEG job (``POST /v1/jobs``: auth, policy checks, safe decode,
    storing the input, inserting the job; no worker, so the swap itself is not counted) —
-   target p50 <= 10 ms.
+   target p50 <= 5 ms (issue 28) — beside the same upload to a bare FastAPI endpoint that
+   only reads it (the baseline: the HTTP layer's own share), the two interleaved.
 
 The machine this runs on is usually shared, so the two GETs are measured in alternating
 chunks of 20 requests (drift hits both alike), and besides wall-clock figures the process
@@ -26,12 +28,14 @@ import logging
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
-from fastapi import FastAPI
+from fastapi import FastAPI, File, Form, UploadFile
 from PIL import Image
 
 from benchkit import FACES, bench_settings, like_a_facegate_process
@@ -40,8 +44,8 @@ from facegate.database import session_scope
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
-TARGET_RATIO = 0.5
-TARGET_SUBMIT_P50_MS = 10.0
+TARGET_RATIO = 0.8
+TARGET_SUBMIT_P50_MS = 5.0
 CHUNK = 20
 VARIANTS: dict[str, dict[str, Any]] = {
     "as configured": {},
@@ -57,6 +61,12 @@ def bare_app() -> FastAPI:
     @app.get("/items/{item_id}")
     def read_item(item_id: str) -> dict[str, str]:
         return {"id": item_id, "status": "queued"}
+
+    @app.post("/uploads", status_code=202)
+    def upload(
+        target: Annotated[UploadFile, File()], options: Annotated[str, Form()]
+    ) -> dict[str, int]:
+        return {"bytes": len(target.file.read()), "options": len(options)}
 
     return app
 
@@ -89,6 +99,26 @@ class Tally:
     @property
     def cpu_ms(self) -> float:
         return self.cpu / self.requests * 1000
+
+
+@dataclass
+class Samples:
+    """Wall and process CPU milliseconds of each timed call (warm-up calls not kept)."""
+
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+
+    @contextmanager
+    def timed(self, warm_up: bool) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        if not warm_up:
+            self.walls.append((time.perf_counter() - wall) * 1000)
+            self.cpus.append((time.process_time() - cpu) * 1000)
+
+    @property
+    def cpu_p50(self) -> float:
+        return statistics.median(self.cpus)
 
 
 async def chunk(client: httpx.AsyncClient, url: str, headers: dict[str, str], tally: Tally) -> None:
@@ -141,23 +171,26 @@ async def run_variant(
             async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
                 files = {"target": ("t.jpg", target, "image/jpeg")}
                 options = {"options": json.dumps({"processors": ["face_debugger"]})}
-                walls: list[float] = []
-                cpus: list[float] = []
+                bare_transport = httpx.ASGITransport(app=bare_app())
+                bare_client = httpx.AsyncClient(transport=bare_transport, base_url="http://bare")
+                submitted, uploaded = Samples(), Samples()
                 for number in range(submits + 5):
-                    wall, cpu = time.perf_counter(), time.process_time()
-                    response = await client.post(
-                        "/v1/jobs", headers=headers, files=files, data=options
-                    )
-                    if number >= 5:  # the first few warm up imports and caches
-                        walls.append((time.perf_counter() - wall) * 1000)
-                        cpus.append((time.process_time() - cpu) * 1000)
+                    warm = number < 5  # the first few warm up imports and caches
+                    with submitted.timed(warm):
+                        response = await client.post(
+                            "/v1/jobs", headers=headers, files=files, data=options
+                        )
                     assert response.status_code == 202, response.text
+                    with uploaded.timed(warm):
+                        answer = await bare_client.post("/uploads", files=files, data=options)
+                    assert answer.status_code == 202, answer.text
+                await bare_client.aclose()
                 url = f"/v1/jobs/{response.json()['id']}"
                 authed, bare = await compare_gets(client, url, headers, requests)
     ratio = bare.wall / authed.wall
     cpu_ratio = bare.cpu / authed.cpu
-    p50 = statistics.median(walls)
-    p95 = statistics.quantiles(walls, n=20)[18]
+    p50 = statistics.median(submitted.walls)
+    p95 = statistics.quantiles(submitted.walls, n=20)[18]
     print(f"[{name}]")
     print(
         f"  GET /v1/jobs/{{id}} (API key, SQLite): {authed.per_second:7.0f} req/s, "
@@ -170,10 +203,14 @@ async def run_variant(
     verdict = "OK" if ratio >= TARGET_RATIO else "MISSED"
     print(f"  ratio: {ratio:.2f} wall, {cpu_ratio:.2f} CPU  (target >= {TARGET_RATIO})  {verdict}")
     print(
-        f"  POST /v1/jobs, {len(target) / 1024:.0f} KB JPEG target, {len(walls)} submissions: "
-        f"p50 {p50:.1f} ms, p95 {p95:.1f} ms, CPU p50 {statistics.median(cpus):.1f} ms  "
+        f"  POST /v1/jobs, {len(target) / 1024:.0f} KB JPEG target, {len(submitted.walls)} "
+        f"submissions: p50 {p50:.1f} ms, p95 {p95:.1f} ms, CPU p50 {submitted.cpu_p50:.1f} ms  "
         f"(target p50 <= {TARGET_SUBMIT_P50_MS} ms)  "
         f"{'OK' if p50 <= TARGET_SUBMIT_P50_MS else 'MISSED'}"
+    )
+    print(
+        f"  the same upload to a bare FastAPI endpoint (baseline): "
+        f"p50 {statistics.median(uploaded.walls):.1f} ms, CPU p50 {uploaded.cpu_p50:.1f} ms"
     )
 
 

@@ -13,24 +13,27 @@ billed and the machine's load are printed.
     .venv/bin/python benchmarks/segments_bench.py [--seconds 60] [--height 1080]
         [--segment-seconds 6] [--rounds 2]
 
-Measured on the shared 2-core development VM while other sessions' test runs kept its load
-at 12 to 21 (so these figures say nothing of the design: two workers got no more CPU than
-one; the default 60 s run did not fit the session's time):
+On this 2-core machine one worker's run of a whole video already uses both cores (render
+threads, FFmpeg's decoder and x264 threads): 60 s of 1080p took 99.9 s wall on 1 worker and
+103.1 s on 2 workers sharing the cores (0.97x): nothing to gain without more cores. Two
+workers with a core each (``--cores-per-worker 1``: two 1-core pods, the shape a cluster
+gives) model N = 2. Measured 2026-12-03, other agents' processes moved into an idle CPU
+cgroup (they still ran on whatever the run left idle; the two cores may be hyperthreads of
+one), one round each:
 
-- 8 s 1080p, parts of 2 s, 2 rounds: whole 124.2 s and 382.8 s, 2 workers 365.2 s and
-  405.2 s (billed 624.0 s and 598.2 s against 123.4 s and 381.2 s): 0.66x by the medians;
-- 6 s 1080p, parts of 1.5 s: whole 183.5 s, 2 workers 223.9 s and 197.4 s (the second
-  whole run was cut off by the session's time limit).
-
-No thread budget per part is set: each worker's run uses the engine's defaults (2 render
-threads, FFmpeg's automatic decoder and x264 threads, 2 analyser threads), so on a machine
-with fewer cores than workers x threads the parts compete for them.
+- before input moderation ran as the parts decode (the split decoded the whole input for
+  it: 19.2 s serial): whole 142.7 s, parts 95.7 s: 1.49x;
+- now: whole 147.6 s, parts 91.5 s (split 12 s: the count of faces in view, which decodes
+  the video; 10 parts of ~15 s, 5 per worker; assembly 0.4 s; billed 166.9 s): **1.61x**;
+- ``--reference`` (the split also runs the analyse stage up to the last border to hand the
+  parts their people's decisions: 27 s serial): whole 147.9 s, parts 116.4 s: 1.27x.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -58,8 +61,18 @@ TARGET = FACES / "woman_a_frontal_blue_wall_02.jpg"
 SOURCE = FACES / "man_frontal_glasses.jpg"
 
 
-def run_worker(url: str, folder: str, segment_seconds: float, ready: Event, stop: Event) -> None:
-    """One worker process: a pool of one thread on the shared database and store."""
+def run_worker(
+    url: str,
+    folder: str,
+    segment_seconds: float,
+    cores: set[int] | None,
+    ready: Event,
+    stop: Event,
+) -> None:
+    """One worker process: a pool of one thread on the shared database and store; on
+    ``cores`` only when given (a pod's CPU limit, as several machines would give)."""
+    if cores:
+        os.sched_setaffinity(0, cores)
     like_a_facegate_process()
     engine = create_engine_from_url(url)
     store = TenantStore(LocalStore(Path(folder) / "storage"))
@@ -78,12 +91,16 @@ def run_worker(url: str, folder: str, segment_seconds: float, ready: Event, stop
     runtime.close()
 
 
-def submit(url: str, folder: Path, clip: bytes) -> uuid.UUID:
+def submit(url: str, folder: Path, clip: bytes, reference: bool) -> uuid.UUID:
     sessions = create_session_factory(create_engine_from_url(url))
     store = TenantStore(LocalStore(folder / "storage"))
     job_id = uuid.uuid4()
+    spec: dict[str, Any] = {"processors": ["face_swapper"]}
     with session_scope(sessions) as session:
         inputs = {"source-0": SOURCE.read_bytes(), "target": clip}
+        if reference:  # the clip's own person: the split hands the parts their decisions
+            inputs["reference"] = TARGET.read_bytes()
+            spec["selector"] = {"mode": "reference"}
         for name, data in inputs.items():
             store.put(
                 session,
@@ -99,7 +116,7 @@ def submit(url: str, folder: Path, clip: bytes) -> uuid.UUID:
                 id=job_id,
                 tenant_id="studio",
                 kind="video",
-                spec={"processors": ["face_swapper"]},
+                spec=spec,
                 inputs=list(inputs),
             )
         )
@@ -119,7 +136,14 @@ def finished(url: str, job_id: uuid.UUID) -> tuple[str, float] | None:
         return job.status, record.compute_seconds if record is not None else 0.0
 
 
-def one_run(folder: Path, clip: bytes, workers: int, segment_seconds: float) -> dict[str, Any]:
+def one_run(
+    folder: Path,
+    clip: bytes,
+    workers: int,
+    segment_seconds: float,
+    cores_per_worker: int,
+    reference: bool,
+) -> dict[str, Any]:
     """Start the workers, submit the video, wait for its result; wall seconds from the
     submission, and the compute seconds billed."""
     run = folder / uuid.uuid4().hex[:8]
@@ -136,17 +160,22 @@ def one_run(folder: Path, clip: bytes, workers: int, segment_seconds: float) -> 
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     processes = []
-    for _ in range(workers):
+    available = sorted(os.sched_getaffinity(0))
+    for number in range(workers):
         ready = context.Event()
+        cores = None
+        if cores_per_worker:
+            first = number * cores_per_worker
+            cores = {available[(first + i) % len(available)] for i in range(cores_per_worker)}
         process = context.Process(
-            target=run_worker, args=(url, str(run), segment_seconds, ready, stop)
+            target=run_worker, args=(url, str(run), segment_seconds, cores, ready, stop)
         )
         process.start()
         ready.wait()
         processes.append(process)
     try:
         started = time.perf_counter()
-        job_id = submit(url, run, clip)
+        job_id = submit(url, run, clip, reference)
         while (outcome := finished(url, job_id)) is None:
             time.sleep(0.2)
         wall = time.perf_counter() - started
@@ -164,6 +193,19 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=1080)
     parser.add_argument("--segment-seconds", type=float, default=6.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--cores-per-worker",
+        type=int,
+        default=0,
+        help="pin each worker process to this many cores of its own (0: share them all); "
+        "1 on a 2-core machine models two 1-core pods",
+    )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="selector mode reference: the split first follows the faces up to the last "
+        "border (engine/video/census.py), a serial cost before the parts start",
+    )
     args = parser.parse_args()
     print(like_a_facegate_process())
     width = args.height * 16 // 9 // 2 * 2
@@ -185,7 +227,9 @@ def main() -> None:
             order = names if round_number % 2 == 0 else names[::-1]
             for case in order:
                 workers, segment = cases[case]
-                result = one_run(folder, clip, workers, segment)
+                result = one_run(
+                    folder, clip, workers, segment, args.cores_per_worker, args.reference
+                )
                 walls[case].append(result["wall"])
                 print(
                     f"round {round_number + 1} {case:<28} {result['status']:<9} "

@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from facegate.database import Base
-from facegate.jobs.repository import ONE_JOB, JobRepository
+from facegate.jobs.repository import JOB_VIEW, ONE_JOB, JobRepository
 from facegate.jobs.tables import Job
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "facegate"
@@ -198,6 +198,7 @@ def test_no_tenant_facing_statement_of_jobs_returns_a_part() -> None:
         "readable_statement": JobRepository.readable_statement("t"),
         "operator_statement": JobRepository.operator_statement(),
         "ONE_JOB": ONE_JOB,
+        "JOB_VIEW": JOB_VIEW,
     }
     for name, statement in statements.items():
         assert "jobs.parent_id IS NULL" in str(statement), name

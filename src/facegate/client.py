@@ -144,9 +144,14 @@ class FacegateClient:
         options: dict[str, Any] | None = None,
         template: str | None = None,
         idempotency_key: str | None = None,
+        reference: Media | None = None,
     ) -> dict[str, Any]:
+        """Queue a job. ``reference``: with ``options["selector"]["mode"] == "reference"``,
+        an image of the person whose faces are replaced."""
         files, data = self._sources(sources, source_face_ids, options, template)
         files.append(("target", ("target", _bytes(target))))
+        if reference is not None:
+            files.append(("reference", ("reference", _bytes(reference))))
         job: dict[str, Any] = self._call(
             "submit_job", files=files, data=data, headers=self._idempotency(idempotency_key)
         )

@@ -112,10 +112,16 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 #: of failing. Paths that only read opt into DEFERRED (``READ_ONLY``) and run concurrently.
 SQLITE_DEFAULT_BEGIN = "IMMEDIATE"
 READ_ONLY = {"sqlite_begin": "DEFERRED"}
+#: A connection that only reads, a statement at a time (the polling route): on SQLite no
+#: BEGIN and no ROLLBACK, each statement is its own transaction (its snapshot consistent
+#: within itself); two round trips less per poll. Elsewhere the same as READ_ONLY.
+SINGLE_READS = {"sqlite_begin": "NONE"}
 
 
 def _on_sqlite_begin(connection: Any) -> None:
     mode = str(connection.get_execution_options().get("sqlite_begin", SQLITE_DEFAULT_BEGIN)).upper()
+    if mode == "NONE":
+        return
     if mode not in {"DEFERRED", "IMMEDIATE", "EXCLUSIVE"}:
         raise ValueError(f"unknown sqlite_begin mode {mode!r}")
     connection.exec_driver_sql(f"BEGIN {mode}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import anyio
 from sqlalchemy import Engine
@@ -34,3 +35,10 @@ class AppState:
     )
     #: The live streams this process runs (``facegate.streams``).
     streams: StreamRegistry = field(default_factory=StreamRegistry)
+
+    @cached_property
+    def worker_memory_budget(self) -> int:
+        """The memory budget a worker of this process gets (``Settings.worker_memory_budget``):
+        read once, not from ``/proc`` on every submission (what stands in for the workers'
+        budgets when none is registered, ``facegate.jobs.capacity``)."""
+        return self.settings.worker_memory_budget()

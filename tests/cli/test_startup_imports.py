@@ -30,6 +30,9 @@ NOT_AT_START = {
     "onnxruntime": "no ONNX model runs for mesh_warp",
     "scipy": "engine.mesh keeps the mirror assignment as a table",
     "boto3": "S3 storage",
+    # mediapipe's drawing helpers import pyplot (~0.5 s); engine.mediapipe_import defers them
+    "matplotlib": "mediapipe's drawing helpers, never called by the engine",
+    "mpl_toolkits": "matplotlib's, with it",
 }
 
 LIST_MODULES = """
@@ -81,3 +84,19 @@ def test_facegate_swap_of_one_photo_loads_nothing_it_does_not_use(tmp_path: Path
 def test_the_check_sees_a_module_that_loads_the_service_stack(tmp_path: Path, module: str) -> None:
     # Planted: what a stray import of either at the top of the swap path would add.
     assert "sqlalchemy" in loaded_after(f"import {module}", tmp_path)
+
+
+def test_the_mediapipe_parts_the_engine_does_not_run_load_when_first_used(tmp_path: Path) -> None:
+    """Deferred, not removed: whoever uses them gets the real modules (and their imports)."""
+    body = (
+        "import facegate.engine.faces\n"
+        "from facegate.engine.mediapipe_import import DEFERRED, DeferredModule\n"
+        "assert all(type(sys.modules[name]) is DeferredModule for name in DEFERRED)\n"
+        "assert 'matplotlib' not in sys.modules\n"
+        "import mediapipe as mp\n"
+        "assert mp.solutions.drawing_utils.draw_landmarks.__name__ == 'draw_landmarks'\n"
+        "assert mp.solutions.pose.Pose.__module__ == 'mediapipe.python.solutions.pose'\n"
+        "assert mp.tasks.vision.FaceLandmarker.__name__ == 'FaceLandmarker'\n"
+        "assert type(sys.modules[DEFERRED[0]]) is type(sys)\n"
+    )
+    assert "matplotlib" in loaded_after(body, tmp_path)

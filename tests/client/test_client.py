@@ -69,6 +69,11 @@ def test_a_directors_flow_through_the_client(tmp_path: Path) -> None:
             job = fg.submit_job(photo(), source_face_ids=[face["id"]], options=SWAP)
             assert fg.wait_job(job["id"], timeout=120, poll=0.1)["status"] == "succeeded"
             assert fg.job_result(job["id"])[:2] == b"\xff\xd8"  # a JPEG
+            by_person = {**SWAP, "selector": {"mode": "reference"}}
+            job = fg.submit_job(
+                photo(), source_face_ids=[face["id"]], options=by_person, reference=photo()
+            )
+            assert fg.wait_job(job["id"], timeout=120, poll=0.1)["status"] == "succeeded"
 
             template = fg.create_template(
                 "lead", options=SWAP, faces=["Lead (S1)"], mapping={"Lead (S1)": 0}

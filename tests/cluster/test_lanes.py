@@ -168,6 +168,16 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     light = answer.json()["id"]
     wait_for(lambda: started(cluster, light) is not None, 10, "the light job")
     assert (started(cluster, light) or 0) - sent < 2.0
+    # A child that dies (the OOM killer's SIGKILL) is started again, and said so in the log.
+    (lane,) = [pid for pid, nice in worker_children(serve.pid).items() if nice == 0]
+    os.kill(lane, signal.SIGKILL)
+    wait_for(
+        lambda: sorted(worker_children(serve.pid).values()) == [0, 19]
+        and lane not in worker_children(serve.pid),
+        60,
+        "the short lane started again",
+    )
+    assert "workers.child_died" in (tmp_path / "serve.log").read_text()
     # The parent killed outright: its children notice and stop (jobs go back to the queue).
     children = list(worker_children(serve.pid))
     os.kill(serve.pid, signal.SIGKILL)

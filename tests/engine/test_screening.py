@@ -8,6 +8,7 @@ The classifier is the stand-in of tests/moderationkit.py (the marker colour scor
 
 from __future__ import annotations
 
+import itertools
 import random
 from fractions import Fraction
 from pathlib import Path
@@ -21,7 +22,7 @@ from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.modelstore.store import ModelStore
 from facegate.engine.screening import FrameSampler, gap_frames
 from facegate.engine.types import Frame
-from facegate.engine.video import FrameStages, process_video
+from facegate.engine.video import FrameStages, VideoOptions, process_video
 from facegate.worker.moderation import JOB_MODERATION, JobModeration
 
 pytestmark = pytest.mark.timeout(600)
@@ -236,3 +237,48 @@ def test_clean_frames_score_low(hub: ModelHub) -> None:
     marker = np.full((48, 64, 3), MARKER_BGR, np.uint8)
     low, high = Moderator(hub).scores([grey, marker])
     assert low < 0.01 < 0.99 < high
+
+
+def input_refused_as_decoded(hub: ModelHub, clip: Path, borders: list[int]) -> bool:
+    """The service's way: each run (the whole clip, or each part between ``borders``, as a
+    segmented job cuts it) checks its own input frames as it decodes them."""
+    dst = clip.with_name("out.mp4")
+    for first, end in itertools.pairwise([0, *borders, 90]):
+        job = moderation(hub)
+        inspector = job.input_inspector("target video")
+        assert inspector is not None
+        options = VideoOptions(start=first / 30, end=end / 30 if end < 90 else None)
+        stages = FrameStages(render=lambda frame, _: frame, inspect_input=inspector)
+        dst.unlink(missing_ok=True)
+        what = None
+        try:
+            process_video(clip, dst, stages, options)
+        except ContentPolicyViolation as refused:
+            what = refused.what
+        if what is not None:
+            assert what == "target video"
+            assert not dst.exists()  # nothing of a refused run is left
+            return True
+        assert job.checked == ["target video"]
+    return False
+
+
+@pytest.mark.parametrize("borders", [[], [45]], ids=["whole", "two parts"])
+def test_a_run_is_refused_across_a_part_border_as_the_parts_decode_it(
+    hub: ModelHub, tmp_path: Path, borders: list[int]
+) -> None:
+    """Every placement of a 15-frame run that touches frames 25-64 (all that straddle the
+    border at 45, and those beside it): refused by the run that decodes it, whole or in two
+    parts each with its own random phase (each part checks its last frame, so no unchecked
+    stretch spans the border)."""
+    missed = []
+    clean = tmp_path / "clean.mp4"
+    write_marker_clip(clean, steady_times(90), set())
+    assert not input_refused_as_decoded(hub, clean, borders)
+    for start in range(25, 51):
+        clip = tmp_path / f"run-{start}.mp4"
+        write_marker_clip(clip, steady_times(90), set(range(start, start + RUN_FRAMES)))
+        if not input_refused_as_decoded(hub, clip, borders):
+            missed.append(start)
+        clip.unlink()
+    assert missed == [], f"{len(missed)} placements passed: starts {missed}"

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import av
+import numpy as np
 import pytest
-from jobfactories import create_tenant, sessions_of
+from jobfactories import create_database, create_tenant, drop_database, sessions_of
 from sqlalchemy import Engine, select
 from tests.testdata import FACES
 
@@ -34,6 +35,7 @@ from facegate.worker.runner import EngineRunner
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 TARGET_FACE = FACES / "woman_a_frontal_blue_wall_02.jpg"
+GROUP = FACES / "group_2_women_laughing_angled.jpg"
 SOURCE_FACE = FACES / "man_frontal_glasses.jpg"
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -66,10 +68,20 @@ class Setup:
             runner=runner,
         )
 
-    def submit(self, tenant: str, target: bytes, kind: str = "video", **fields: Any) -> uuid.UUID:
+    def submit(
+        self,
+        tenant: str,
+        target: bytes,
+        kind: str = "video",
+        spec: dict[str, Any] | None = None,
+        reference: bytes | None = None,
+        **fields: Any,
+    ) -> uuid.UUID:
         job_id = uuid.uuid4()
         with session_scope(self.sessions) as session:
             inputs = {"source-0": SOURCE_FACE.read_bytes(), "target": target}
+            if reference is not None:
+                inputs["reference"] = reference
             for name, data in inputs.items():
                 self.store.put(
                     session,
@@ -85,7 +97,7 @@ class Setup:
                     id=job_id,
                     tenant_id=tenant,
                     kind=kind,
-                    spec={"processors": ["face_swapper"]},
+                    spec=spec or {"processors": ["face_swapper"]},
                     inputs=list(inputs),
                     **fields,
                 )
@@ -120,13 +132,24 @@ class Setup:
             return [row.name for row in rows]
 
 
-@pytest.fixture
-def setup(db_engine: Engine, tmp_path: Path, face_engine: EngineRuntime) -> Setup:
-    made = Setup(db_engine, tmp_path, face_engine)
+def tenants(made: Setup) -> Setup:
     with session_scope(made.sessions) as session:
         create_tenant(session, "heavy", max_concurrent_jobs=2)
         create_tenant(session, "light", max_concurrent_jobs=2)
     return made
+
+
+@pytest.fixture
+def setup(db_engine: Engine, tmp_path: Path, face_engine: EngineRuntime) -> Setup:
+    return tenants(Setup(db_engine, tmp_path, face_engine))
+
+
+@pytest.fixture
+def sqlite_setup(tmp_path: Path, face_engine: EngineRuntime) -> Iterator[Setup]:
+    """For what the database cannot change (the frames of a result): SQLite only."""
+    engine = create_database("sqlite", tmp_path)
+    yield tenants(Setup(engine, tmp_path, face_engine))
+    drop_database(engine)
 
 
 def drain(pool: WorkerPool) -> int:
@@ -169,6 +192,8 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     assert {(p.kind, p.status, p.tenant_id, p.priority) for p in parts} == {
         ("segment", "queued", "heavy", waiting.priority)
     }
+    # One flagged frame refuses (the default): each part moderates its own input frames.
+    assert all(p.spec["segment"]["check_input"] for p in parts)
     ages = [(p.created_at - waiting.created_at).total_seconds() for p in parts]
     assert ages == [0, 1e-6, 2e-6]  # the job's age, in order
     # The tenant sees one job, never its parts.
@@ -197,6 +222,55 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     part_seconds = sum(p.compute_seconds or 0.0 for p in parts)
     assert part_seconds > 0
     assert part_seconds < record.compute_seconds < part_seconds + 10
+
+
+def frames_of(data: bytes) -> list[Any]:
+    with av.open(io.BytesIO(data)) as container:
+        return [f.to_ndarray(format="bgr24").astype(np.int16) for f in container.decode(video=0)]
+
+
+def test_a_reference_mode_video_maps_each_person_in_its_parts_as_the_whole_run(
+    sqlite_setup: Setup, tmp_path: Path
+) -> None:
+    """Two similar people, the reference naming one: the split hands each part the
+    decisions of the people in view at its first frame (its spec carries them), and every
+    frame of the joined result swaps the face the whole run swaps (without the handover the
+    third part swaps both: tests/engine/video/test_segment_selection.py)."""
+    path = tmp_path / "two.mp4"
+    make_face_clip(path, GROUP, ClipSpec(seconds=2.0, width=640, height=360))
+    clip = path.read_bytes()
+    spec = {"processors": ["face_swapper"], "selector": {"mode": "reference"}}
+    reference = GROUP.read_bytes()
+    whole_id = sqlite_setup.submit("heavy", clip, spec=spec, reference=reference)
+    drain(sqlite_setup.pool(segment_seconds=0))
+    job_id = sqlite_setup.submit("heavy", clip, spec=spec, reference=reference)
+    drain(sqlite_setup.pool(segment_seconds=0.8))
+    assert sqlite_setup.job(job_id).status == "succeeded", sqlite_setup.job(job_id).error_detail
+    handed = [p.spec["segment"].get("handover") for p in sqlite_setup.parts(job_id)]
+    assert handed[0] is None
+    assert [sorted(h["source"] is not None for h in people) for people in handed[1:]] == [
+        [False, True],
+        [False, True],
+    ]  # at each border: one woman swapped, the other left alone
+    original, whole, joined = (
+        frames_of(data)
+        for data in (clip, sqlite_setup.result(whole_id), sqlite_setup.result(job_id))
+    )
+    assert len(joined) == len(whole) == len(original) == 60
+    # Per frame and face (found on the original), whether the result changed it.
+    changed_whole, changed_joined = [], []
+    for index, frame in enumerate(original):
+        faces = sqlite_setup.face_engine.analyser.analyse(frame.astype(np.uint8))
+        for face in faces:
+            x1, y1, x2, y2 = (int(v) for v in face.box)
+            region = np.s_[max(y1, 0) : y2, max(x1, 0) : x2]
+            for result, changed in ((whole, changed_whole), (joined, changed_joined)):
+                changed.append(float(np.abs(result[index][region] - frame[region]).mean()))
+    # A swapped face differs from the original by ~14-23 grey levels, one left alone by
+    # codec noise (~4-6): the same faces are swapped on every frame.
+    swapped_whole = [value > 10 for value in changed_whole]
+    assert swapped_whole == [value > 10 for value in changed_joined]
+    assert 0.3 < sum(swapped_whole) / len(swapped_whole) < 0.7  # one of the two, each frame
 
 
 def test_a_killed_workers_part_is_run_again_and_finished_once(setup: Setup, clip: bytes) -> None:

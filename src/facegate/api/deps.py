@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from facegate.api.errors import PROBLEM_RESPONSES, document_body_problems
 from facegate.api.gateway import has_credentials
 from facegate.api.shedding import slot_of
-from facegate.database import READ_ONLY, session_scope
+from facegate.database import SINGLE_READS, session_scope
 from facegate.errors import Forbidden, NotFound, Unauthenticated
 from facegate.observability.audit import IP_BAN, record_audit
 from facegate.principal import TENANT_ADMIN, Principal
@@ -104,11 +104,12 @@ async def run_on_connection(request: Request, work: Callable[[Connection], T]) -
     """Run a read that needs no ORM objects, Core rows straight into a response, on one
     pooled connection in one worker-thread hop: ~0.1 ms less per call than through a
     Session (no unit of work, identity map or ORM loading; the statement and its column
-    types are the same). For the hottest read, the job polling route."""
+    types are the same). For the hottest read, the job polling route. On SQLite each of
+    ``work``'s statements is its own transaction (``SINGLE_READS``: no BEGIN, no ROLLBACK)."""
     engine = get_state(request).engine
 
     def run() -> T:
-        with engine.connect().execution_options(**READ_ONLY) as connection:
+        with engine.connect().execution_options(**SINGLE_READS) as connection:
             return work(connection)
 
     return await anyio.to_thread.run_sync(run)

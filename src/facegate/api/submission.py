@@ -14,12 +14,11 @@ from fastapi import UploadFile
 from sqlalchemy.orm import Session
 
 from facegate.api.uploads import read_upload
-from facegate.engine.runtime import EngineRuntime
 from facegate.jobs.capacity import memory_limit
 from facegate.models.installed import installation_model_store
 from facegate.principal import Principal
 from facegate.provenance.endpoints import installation_keys
-from facegate.settings import Settings
+from facegate.state import AppState
 from facegate.storage.tenant import TenantStore
 from facegate.takedown.service import check_sources
 from facegate.templates.submission import SubmissionInputs, resolve_inputs
@@ -43,9 +42,8 @@ class RequestInputs:
 def request_inputs(
     session: Session,
     store: TenantStore,
-    settings: Settings,
+    state: AppState,
     principal: Principal,
-    engine: EngineRuntime,
     *,
     options: str | None,
     template: str | None,
@@ -56,6 +54,7 @@ def request_inputs(
     here writes, and the write transaction comes after the inputs are decoded), then read
     the uploaded ``sources``; the saved faces' images stand in for them when the request or
     its template names faces."""
+    settings = state.settings
     asked = resolve_inputs(
         session,
         store,
@@ -72,10 +71,10 @@ def request_inputs(
     # Taken-down images and faces are refused as sources (451), before anything is stored.
     check_sources(
         session,
-        engine,
+        state.face_engine,
         lambda: installation_keys(settings.provenance_path),
         principal.tenant_id,
         chosen,
     )
-    limit = memory_limit(session, principal.tenant_id, settings.worker_memory_budget())
+    limit = memory_limit(session, principal.tenant_id, state.worker_memory_budget)
     return RequestInputs(asked, chosen, limit)

@@ -90,9 +90,8 @@ def submit_batch(
             given = request_inputs(
                 read,
                 store,
-                state.settings,
+                state,
                 principal,
-                state.face_engine,
                 options=options,
                 template=template,
                 face_ids=source_face_id,

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
 import cv2
-import mediapipe as mp
 import numpy as np
 import numpy.typing as npt
 
@@ -49,6 +48,7 @@ from facegate.engine.descriptor import (
     face_distance,
 )
 from facegate.engine.errors import InvalidOptions
+from facegate.engine.mediapipe_import import mp
 from facegate.engine.types import Face, FloatArray, Frame
 
 __all__ = [

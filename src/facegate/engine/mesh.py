@@ -34,11 +34,12 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
-from mediapipe.python.solutions import face_mesh_connections as _conn
 
+from facegate.engine.mediapipe_import import solutions
 from facegate.engine.types import frozen
 
 IndexArray = npt.NDArray[np.int32]
+_conn = solutions.face_mesh_connections
 
 N_LANDMARKS = 478
 _NOT_FACES = frozenset({(49, 64, 129), (279, 294, 358)})

@@ -27,10 +27,12 @@ from facegate.engine.selection import SelectorSpec, prepare_sources, select_face
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, Frame
+from facegate.engine.video.census import border_handovers
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
 from facegate.engine.video.probe import VideoLimits, probe_video
 from facegate.engine.video.process import FrameInspector, process_video
-from facegate.engine.video.swap import VideoSwap
+from facegate.engine.video.reader import InputInspector
+from facegate.engine.video.swap import Handover, VideoSwap
 
 ProgressCallback = Callable[[float, str], None]
 """Called with (fraction done 0..1, stage name)."""
@@ -258,12 +260,17 @@ class Pipeline:
         model_request: ModelRequest | None = None,
         finish_frame: Callable[[Frame, int], Frame] | None = None,
         inspect_frames: FrameInspector | None = None,
+        handover: Sequence[Handover] = (),
+        inspect_input: InputInspector | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
         nothing appears at ``dst`` unless the run completes). See ``engine.video``.
         ``finish_frame(frame, index)`` runs on every output frame in order, last before the
         encoder (the service's watermark); ``inspect_frames`` then sees each (the service's
-        moderation of the output, before anything is encoded into place)."""
+        moderation of the output, before anything is encoded into place). ``handover``: a
+        part of a segmented run, the decisions of the people in view at its first frame
+        (``border_handovers``). ``inspect_input`` sees each input frame as it is decoded
+        (the service's moderation of the input video, without a decode of its own)."""
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
         ctx = self.prepare(
             sources,
@@ -272,9 +279,40 @@ class Pipeline:
             cancel=cancel,
             model_request=model_request,
         )
-        work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)))
+        work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)), handover=handover)
         try:
-            stages = dataclasses.replace(work.stages(), finish=finish_frame, inspect=inspect_frames)
+            stages = dataclasses.replace(
+                work.stages(),
+                finish=finish_frame,
+                inspect=inspect_frames,
+                inspect_input=inspect_input,
+            )
             return process_video(src, dst, stages, options, on_progress, ctx.cancel, limits)
         finally:
             work.close()
+
+    def handovers(
+        self,
+        sources: Sequence[Frame],
+        src: Path,
+        borders: Sequence[int],
+        fps: float,
+        size: tuple[int, int] | None = None,
+        *,
+        source_keys: Sequence[Hashable] | None = None,
+        reference: Frame | None = None,
+        cancel: threading.Event | None = None,
+        model_request: ModelRequest | None = None,
+    ) -> dict[int, list[Handover]]:
+        """Before a video is cut at ``borders`` (each a part's first frame): the people in
+        view at each border and the decisions a run of the whole video gives them
+        (``engine/video/census.py``), for :meth:`run_video`'s ``handover``. ``size``: the
+        run's frame size when its options scale the video down (``output_size``)."""
+        ctx = self.prepare(
+            sources,
+            source_keys=source_keys,
+            reference=reference,
+            cancel=cancel,
+            model_request=model_request,
+        )
+        return border_handovers(src, self, ctx, borders, TrackerOptions(fps=fps), size)

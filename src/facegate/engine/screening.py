@@ -46,7 +46,7 @@ from facegate.engine.moderation import (
     preprocess,
 )
 from facegate.engine.types import Frame
-from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
+from facegate.engine.video.convert import pixels_of
 
 FULL_RANGE = 2  # AVCOL_RANGE_JPEG
 #: The frame rule is the time rule at this many frames a second: half a second is 15 frames
@@ -207,19 +207,9 @@ def screen_video(path: Path, screen: VideoScreen) -> ModerationResult:
                     time = picture.pts * Fraction(picture.time_base)
                 else:
                     time = index / rate
-                screen.see(_converter(picture), time)
+                screen.see(pixels_of(picture), time)
                 if screen.blocked:
                     return screen.result()
     except (av.error.FFmpegError, IndexError) as exc:
         raise CorruptMedia(f"the video cannot be read for moderation: {exc}") from None
     return screen.close()
-
-
-def _converter(picture: av.VideoFrame) -> Callable[[], Frame]:
-    def convert() -> Frame:
-        geometry = FrameGeometry(
-            picture.width, picture.height, 0, picture.color_range == FULL_RANGE
-        )
-        return decoded_to_bgr(picture, geometry)  # OpenCV's fast I420 path
-
-    return convert

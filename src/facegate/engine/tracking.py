@@ -30,11 +30,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cv2
-import mediapipe as mp
 import numpy as np
 import numpy.typing as npt
 
 from facegate.engine.faces import FaceAnalyser, box_iou, build_face
+from facegate.engine.mediapipe_import import mp
 from facegate.engine.types import Face, FloatArray, Frame
 
 Box = npt.NDArray[np.float64]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
@@ -22,17 +22,17 @@ from facegate.jobs.tables import WorkerRecord
 #: A worker silent for longer does not count (its heartbeat is every 5 s by default; the
 #: workers mark one lost after three missed beats).
 LIVE_WITHIN_SECONDS = 60.0
+# Read on every submission: built once (building a statement costs more than this read).
+_LIVE_BUDGETS = select(WorkerRecord.tenants, WorkerRecord.memory_budget_bytes).where(
+    WorkerRecord.status == "running", WorkerRecord.heartbeat_at >= bindparam("cutoff")
+)
 
 
 def memory_limit(session: Session, tenant_id: str, fallback: int | None) -> int | None:
     """The largest budget of a live worker serving ``tenant_id``; None when one of them has
     no budget; ``fallback`` when no live worker is registered."""
     cutoff = utcnow() - timedelta(seconds=LIVE_WITHIN_SECONDS)
-    rows = session.execute(
-        select(WorkerRecord.tenants, WorkerRecord.memory_budget_bytes).where(
-            WorkerRecord.status == "running", WorkerRecord.heartbeat_at >= cutoff
-        )
-    ).all()
+    rows = session.execute(_LIVE_BUDGETS, {"cutoff": cutoff}).all()
     budgets = [budget for tenants, budget in rows if tenants is None or tenant_id in tenants]
     if not budgets:
         return fallback

@@ -109,6 +109,13 @@ def submit_job(
             "consent records come with them"
         ),
     ] = None,
+    reference: Annotated[
+        UploadFile | None,
+        File(
+            description="With selector mode 'reference': an image of the person whose faces "
+            "are replaced (face reference_face_index of it); only faces of that person change"
+        ),
+    ] = None,
     template: Annotated[
         str | None,
         Form(
@@ -133,9 +140,8 @@ def submit_job(
             given = request_inputs(
                 read,
                 store,
-                state.settings,
+                state,
                 principal,
-                state.face_engine,
                 options=options,
                 template=template,
                 face_ids=source_face_id,
@@ -152,6 +158,7 @@ def submit_job(
                 consent=consent,
                 actor=principal.actor,
                 library=asked.library,
+                reference=None if reference is None else given.read(reference),
             )
             submitted = JobService(read, store).precheck(submission, asked.policy)
         if submitted is None:

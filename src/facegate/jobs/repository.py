@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.jobs.tables import Job
+from facegate.storage.repository import USAGE
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,10 @@ class JobRepository:
 
     @staticmethod
     def job_row(connection: Connection, tenant_id: str, job_id: uuid.UUID) -> Row[Any] | None:
-        """One job of the tenant as a Core row, with the same attribute names as a ``Job``
-        (None for another tenant's id): the polling route's read, without a Session."""
-        return connection.execute(ONE_JOB, {"tenant_id": tenant_id, "job_id": job_id}).first()
+        """One job of the tenant as a Core row of the columns a ``JobOut`` shows, with the
+        same attribute names as a ``Job`` (None for another tenant's id): the polling
+        route's read, without a Session."""
+        return connection.execute(JOB_VIEW, {"tenant_id": tenant_id, "job_id": job_id}).first()
 
     def get(self, tenant_id: str, job_id: uuid.UUID) -> Job | None:
         return self.session.scalars(ONE_JOB, {"tenant_id": tenant_id, "job_id": job_id}).first()
@@ -137,6 +139,18 @@ class JobRepository:
             scoped = scoped.limit(at_most)
         stmt = select(func.count()).select_from(scoped.subquery())
         return int(self.session.execute(stmt).scalar_one())
+
+    def room(self, tenant_id: str, *, at_most: int, usage: bool) -> tuple[int, int | None]:
+        """A submission's two readings in one prebuilt statement: the tenant's queued jobs
+        (counted up to ``at_most``, as :meth:`count_in_status`) and, with ``usage``, the
+        bytes it stores (its quota's reading; None without)."""
+        statement = ROOM if usage else QUEUED
+        row = (
+            self.session.connection()
+            .execute(statement, {"tenant_id": tenant_id, "at_most": at_most})
+            .one()
+        )
+        return int(row[0]), (int(row[1]) if usage else None)
 
     def count_queued_all_tenants(self) -> int:
         """Queued jobs of every tenant: one number for the global load-shedding cap
@@ -251,3 +265,44 @@ class JobRepository:
 ONE_JOB = JobRepository.readable_statement(bindparam("tenant_id")).where(
     Job.id == bindparam("job_id")
 )
+# The same job, only the columns its tenant sees (``JobOut``): the polling route's read. Not
+# the job's spec, outputs, lease or scheduling columns (decoding the spec's JSON alone cost
+# more than the indexed read).
+JOB_VIEW = ONE_JOB.with_only_columns(
+    Job.id,
+    Job.status,
+    Job.kind,
+    Job.progress,
+    Job.stage,
+    Job.progress_detail,
+    Job.attempts,
+    Job.cancel_requested,
+    Job.inputs,
+    Job.created_at,
+    Job.started_at,
+    Job.finished_at,
+    Job.error_type,
+    Job.error_detail,
+    Job.output_content_type,
+    Job.result_width,
+    Job.result_height,
+    Job.result_bytes,
+    Job.result_pixels,
+    Job.result_frames,
+    Job.compute_seconds,
+    Job.models_used,
+    Job.consent,
+)
+
+# A submission's queue-cap reading (the tenant's queued jobs, counted up to the cap) and,
+# with its quota's (facegate.storage.repository.USAGE), both in one statement: built once,
+# executed with ``tenant_id`` and ``at_most``. Built per call they cost ~0.7 ms and ~0.4 ms
+# of CPU, twice per submission (its precheck and its write transaction); this ~0.25 ms.
+_QUEUED_JOBS = (
+    JobRepository.readable_statement(bindparam("tenant_id"))
+    .where(Job.status == "queued")
+    .limit(bindparam("at_most"))
+    .subquery()
+)
+QUEUED = select(func.count()).select_from(_QUEUED_JOBS)
+ROOM = select(QUEUED.scalar_subquery(), USAGE.scalar_subquery())

@@ -40,7 +40,7 @@ from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.library.schemas import JobSources
 from facegate.mediatypes import media_type
 from facegate.storage.base import StorageQuotaExceeded
-from facegate.storage.tenant import ObjectRef, TenantStore
+from facegate.storage.tenant import ObjectRef, TenantStore, check_usage
 from facegate.tenancy.tables import Policy
 
 MAX_SOURCES = 16
@@ -64,17 +64,24 @@ class Submission:
     actor: str = ""
     # Sources taken from the face library (``sources`` holds their prepared images).
     library: JobSources | None = None
+    # The image of the person whose faces are replaced (selector mode ``reference``).
+    reference: bytes | None = None
+
+    @property
+    def inputs(self) -> list[bytes]:
+        """Every input's bytes: the sources, the target, then the reference if any."""
+        return [*self.sources, self.target, *([self.reference] if self.reference else [])]
 
     @cached_property
     def input_digests(self) -> list[bytes]:
-        """sha256 of each input, sources then the target: hashed once per submission
+        """sha256 of each input (:attr:`inputs`' order): hashed once per submission
         (the idempotency fingerprint and the stored inputs' audit both use them)."""
-        return [hashlib.sha256(data).digest() for data in [*self.sources, self.target]]
+        return [hashlib.sha256(data).digest() for data in self.inputs]
 
     @property
     def incoming_bytes(self) -> int:
         """What storing the inputs adds to the tenant's storage."""
-        return len(self.target) + sum(len(data) for data in self.sources)
+        return sum(len(data) for data in self.inputs)
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,13 @@ def check_request(request: Submission, policy: Policy) -> None:
         )
     if len(request.sources) > MAX_SOURCES:
         raise InvalidInput(f"at most {MAX_SOURCES} source images", code="invalid-options")
+    by_reference = spec.selector.mode == "reference"
+    if by_reference != (request.reference is not None):
+        raise InvalidInput(
+            "selector mode 'reference' needs a reference image (the form field reference), "
+            "and a reference image needs selector mode 'reference'",
+            code="invalid-options",
+        )
     if request.library is None:
         ConsentService.check(
             request.consent, len(request.sources), policy.require_consent, spec.processors
@@ -186,6 +200,9 @@ def prepare_job(
         for i, (data, content_type) in enumerate(zip(request.sources, source_types, strict=True))
     ]
     uploads.append(Upload("target", request.target, target_type))
+    if request.reference is not None:
+        (reference_type,) = verify_sources([request.reference], policy)
+        uploads.append(Upload("reference", request.reference, reference_type))
     hashes = {
         upload.name: digest.hex()
         for upload, digest in zip(uploads, request.input_digests, strict=True)
@@ -271,8 +288,8 @@ class JobService:
         """Refuse ``jobs`` more queued jobs past the tenant's queue cap (429) and
         ``incoming_bytes`` more past its storage quota (507): one read of each for a whole
         submission (a batch's items together)."""
-        cap = policy.max_queued_jobs
-        queued = self.jobs.count_in_status(tenant_id, ("queued",), at_most=cap)
+        cap, quota = policy.max_queued_jobs, policy.storage_quota_bytes
+        queued, used = self.jobs.room(tenant_id, at_most=cap, usage=quota is not None)
         if queued + jobs > cap:
             more = f"; {jobs} more would pass it" if jobs > 1 else ""
             raise QuotaExceeded(
@@ -284,9 +301,7 @@ class JobService:
         # The inputs are then recorded without a quota check each (their keys are new,
         # nothing is replaced, and the same transaction holds both).
         try:
-            self.tenant_store.check_quota(
-                self.session, tenant_id, incoming_bytes, policy.storage_quota_bytes
-            )
+            check_usage(used or 0, incoming_bytes, quota)
         except StorageQuotaExceeded as exc:
             raise exc.problem() from None
 

@@ -43,6 +43,10 @@ class FrameRange:
 
     first: int
     end: int
+    # The decisions of the people in view at ``first`` (engine.video.swap.Handover, as JSON).
+    handover: tuple[dict[str, Any], ...] = ()
+    # The part moderates its own input frames as it decodes them (else the split did).
+    check_input: bool = False
 
     @property
     def frames(self) -> int:
@@ -63,7 +67,8 @@ class PartEnded:
 
 
 def segment_of(part: Job) -> dict[str, Any]:
-    """A part's place in its job: ``index``, ``count``, ``first`` and ``end`` frames."""
+    """A part's place in its job: ``index``, ``count``, ``first`` and ``end`` frames (and
+    ``handover``: the decisions of the people in view at ``first``, when it has them)."""
     segment: dict[str, Any] = part.spec["segment"]
     return segment
 
@@ -100,6 +105,8 @@ def split(
                     "count": len(ranges),
                     "first": frames.first,
                     "end": frames.end,
+                    **({"handover": list(frames.handover)} if frames.handover else {}),
+                    **({"check_input": True} if frames.check_input else {}),
                 },
             },
             inputs=list(job.inputs),

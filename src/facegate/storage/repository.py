@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import BindParameter, Select, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from facegate.storage.tables import StoredObject
@@ -19,16 +19,14 @@ class StoredObjectRepository:
         self.session = session
 
     @staticmethod
-    def readable_statement(tenant_id: str) -> Select[StoredObject]:
-        """Every statement on the ledger starts here."""
+    def readable_statement(tenant_id: str | BindParameter[str]) -> Select[StoredObject]:
+        """Every statement on the ledger starts here (``tenant_id`` may be a bound parameter,
+        for a statement built once)."""
         return select(StoredObject).where(StoredObject.tenant_id == tenant_id)
 
     def usage_bytes(self, tenant_id: str) -> int:
         """Bytes the tenant stores: the sum of its rows."""
-        stmt = self.readable_statement(tenant_id).with_only_columns(
-            func.coalesce(func.sum(StoredObject.size_bytes), 0)
-        )
-        return int(self.session.execute(stmt).scalar_one())
+        return int(self.session.execute(USAGE, {"tenant_id": tenant_id}).scalar_one())
 
     def by_key(self, tenant_id: str, key: str) -> StoredObject | None:
         stmt = self.readable_statement(tenant_id).where(StoredObject.key == key)
@@ -71,3 +69,10 @@ class StoredObjectRepository:
         self.session.execute(
             delete(StoredObject).where(scoped.whereclause, StoredObject.key.in_(keys))  # type: ignore[arg-type]
         )
+
+
+# The bytes one tenant stores (its quota's reading), built once and executed with a
+# ``tenant_id`` parameter (building it and computing its cache key cost more than the read).
+USAGE = StoredObjectRepository.readable_statement(bindparam("tenant_id")).with_only_columns(
+    func.coalesce(func.sum(StoredObject.size_bytes), 0)
+)

@@ -80,6 +80,15 @@ def _parse_uuid(value: str) -> uuid.UUID:
         raise InvalidKey(f"invalid job id {value!r}") from None
 
 
+def check_usage(used_bytes: int, incoming_bytes: int, quota_bytes: int | None) -> None:
+    """Raise StorageQuotaExceeded when ``incoming_bytes`` more than ``used_bytes`` would pass
+    the quota (None: no quota)."""
+    if quota_bytes is not None and used_bytes + incoming_bytes > quota_bytes:
+        raise StorageQuotaExceeded(
+            quota_bytes=quota_bytes, used_bytes=used_bytes, requested_bytes=incoming_bytes
+        )
+
+
 class TenantStore:
     """Tenant-scoped reads and writes over an ObjectStore, with quota and retention.
 
@@ -99,11 +108,7 @@ class TenantStore:
         """Raise StorageQuotaExceeded when ``incoming_bytes`` more would pass the quota."""
         if quota_bytes is None:
             return
-        used = self.usage_bytes(session, tenant_id)
-        if used + incoming_bytes > quota_bytes:
-            raise StorageQuotaExceeded(
-                quota_bytes=quota_bytes, used_bytes=used, requested_bytes=incoming_bytes
-            )
+        check_usage(self.usage_bytes(session, tenant_id), incoming_bytes, quota_bytes)
 
     def put(
         self,

@@ -385,8 +385,10 @@ def check_sources(
     """Refuse (451, ``content-taken-down``) a source whose image is a copy of a blocked one
     (perceptual hash) or whose face is a taken-down person's (descriptor). Costs nothing
     while no block applies to the tenant; one face analysis per source when one does."""
+    if not sources:  # nothing to compare: no query either
+        return
     blocks = TakedownRepository(session).blocks(tenant_id)
-    if not blocks or not sources:
+    if not blocks:
         return
     hashes = [(b.image_phash, b.case_id) for b in blocks if b.image_phash]
     faces = [(unseal(keys(), b.descriptor), b.case_id) for b in blocks if b.descriptor]

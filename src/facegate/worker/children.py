@@ -18,6 +18,12 @@ woken by the parent's submissions through an Event each (SQLite has no NOTIFY; o
 PostgreSQL they LISTEN as cluster workers do), stopped with SIGTERM (they drain: jobs in
 hand finish within the grace period, the rest go back to the queue) and stop by themselves
 when the parent is gone. Webhooks stay with the parent's dispatcher.
+
+A child that dies while ``serve`` runs (the kernel's OOM killer, a crash in native code) is
+logged (``workers.child_died``, its exit code) and started again by a watcher thread, after
+a second, and after twice as long each time it dies again within a minute of its start (at
+most a minute): its jobs' leases run out and the reaper gives them back to the queue, as
+for any lost worker.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.context import SpawnProcess
 from typing import Any
 
@@ -49,6 +57,10 @@ log = structlog.get_logger("facegate.worker")
 
 #: Seconds a stopping child gets beyond its own drain grace before it is killed.
 KILL_AFTER_SECONDS = 10.0
+#: Seconds before a dead child is started again: the first wait, and the longest.
+RESTART_FIRST_SECONDS, RESTART_MAX_SECONDS = 1.0, 60.0
+#: A child that lived this long before it died starts again after the first wait.
+STEADY_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,9 @@ class Child:
     lane: Lane
     process: SpawnProcess
     wake: Any
+    started_at: float = field(default_factory=time.monotonic)
+    restart_after: float = RESTART_FIRST_SECONDS  # seconds after its death
+    died_at: float | None = None
 
 
 class WorkerChildren:
@@ -135,16 +150,42 @@ class WorkerChildren:
 
     def start(self) -> None:
         for lane in embedded_lanes(self.settings):
-            wake = self.context.Event()
-            process = self.context.Process(
-                target=child_main,
-                args=(self.settings, lane, wake, os.getpid()),
-                name=f"facegate-worker-{lane.name}",
-                daemon=False,  # a daemonic process may not start the worker's own threads
-            )
-            process.start()
-            self.children.append(Child(lane, process, wake))
-            log.info("workers.child_started", lane=lane.name, pid=process.pid, nice=lane.nice)
+            self.children.append(self._spawn(lane))
+
+    def _spawn(self, lane: Lane) -> Child:
+        wake = self.context.Event()
+        process = self.context.Process(
+            target=child_main,
+            args=(self.settings, lane, wake, os.getpid()),
+            name=f"facegate-worker-{lane.name}",
+            daemon=False,  # a daemonic process may not start the worker's own threads
+        )
+        process.start()
+        log.info("workers.child_started", lane=lane.name, pid=process.pid, nice=lane.nice)
+        return Child(lane, process, wake)
+
+    def revive(self) -> None:
+        """Start again each child that died (see the module's docstring)."""
+        now = time.monotonic()
+        for index, child in enumerate(self.children):
+            if child.process.is_alive():
+                continue
+            if child.died_at is None:
+                child.died_at = now
+                log.error(
+                    "workers.child_died",
+                    lane=child.lane.name,
+                    pid=child.process.pid,
+                    exitcode=child.process.exitcode,
+                    restart_in=child.restart_after,
+                )
+            if now - child.died_at < child.restart_after:
+                continue
+            lived = child.died_at - child.started_at
+            again = self._spawn(child.lane)
+            if lived < STEADY_SECONDS:  # dying again soon: wait longer next time
+                again.restart_after = min(child.restart_after * 2, RESTART_MAX_SECONDS)
+            self.children[index] = again
 
     def wake(self) -> None:
         """A job was queued by this process: let every child look now."""
@@ -173,8 +214,24 @@ async def worker_children_service(state: AppState) -> AsyncIterator[WorkerChildr
     children = WorkerChildren(state.settings)
     await anyio.to_thread.run_sync(children.start)
     stop_listening = listen_locally(state.settings.database_url, children.wake)
+    stopping = threading.Event()
+    watcher = threading.Thread(
+        target=_watch, args=(children, stopping), name="worker-children-watch", daemon=True
+    )
+    watcher.start()
     try:
         yield children
     finally:
         stop_listening()
+        stopping.set()
+        await anyio.to_thread.run_sync(watcher.join)
         await anyio.to_thread.run_sync(children.stop)
+
+
+def _watch(children: WorkerChildren, stopping: threading.Event) -> None:
+    """Every second until ``stopping``: start again the children that died."""
+    while not stopping.wait(1.0):
+        try:
+            children.revive()
+        except Exception:  # a failed start is logged and tried again next second
+            log.exception("workers.child_restart_failed")

@@ -21,7 +21,7 @@ decision it used (its id and the job it was made for).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -35,6 +35,7 @@ from facegate.engine.oncecache import OnceCache
 from facegate.engine.screening import VideoScreen, screen_video
 from facegate.engine.types import Frame
 from facegate.engine.video import FrameInspector
+from facegate.engine.video.reader import InputInspector
 from facegate.moderation_policy import JOB_MODERATION, job_moderation
 from facegate.observability import metrics
 from facegate.queue.outcomes import ModerationRecord
@@ -166,7 +167,15 @@ class JobModeration:
         before the output is complete."""
         if not (self.enabled and self.policy.check_outputs):
             return None
-        return _OutputInspector(self, VideoScreen(self._classifier(), "output", self.policy))
+        return _Inspector(self, "output", VideoScreen(self._classifier(), "output", self.policy))
+
+    def input_inspector(self, what: str) -> InputInspector | None:
+        """What checks an input video's frames as the pipeline decodes them (None when
+        inputs are not moderated), with the coverage of :meth:`check_input_video` and no
+        decode of its own: refused at the first flagged batch, else at the end."""
+        if not (self.enabled and self.policy.check_inputs):
+            return None
+        return _Inspector(self, what, VideoScreen(self._classifier(), what, self.policy))
 
     def _classifier(self) -> Moderator:
         if self._moderator is None:
@@ -202,21 +211,23 @@ class JobModeration:
         self.checked.append(what)
 
 
-class _OutputInspector:
-    """The pipeline's FrameInspector for one job's output video."""
+class _Inspector:
+    """The pipeline's inspector of one job's output video (a FrameInspector) or input video
+    (an InputInspector: the frames as ways to get their pixels)."""
 
-    def __init__(self, moderation: JobModeration, screen: VideoScreen) -> None:
+    def __init__(self, moderation: JobModeration, what: str, screen: VideoScreen) -> None:
         self.moderation = moderation
+        self.what = what
         self.screen = screen
 
-    def see(self, frame: Frame, time: Fraction) -> None:
-        # The frame is the one encoded next; it is not changed after this (copied only
-        # once the classifier's 224² input is made from it).
+    def see(self, frame: Frame | Callable[[], Frame], time: Fraction) -> None:
+        # An output frame is the one encoded next; it is not changed after this (copied
+        # only once the classifier's 224² input is made from it).
         self.screen.see(frame, time)
         if self.screen.blocked:
             result = self.screen.result()
-            self.moderation.decide("output", result, frames=len(result.scores))
+            self.moderation.decide(self.what, result, frames=len(result.scores))
 
     def end(self) -> None:
         result = self.screen.close()
-        self.moderation.decide("output", result, frames=len(result.scores))
+        self.moderation.decide(self.what, result, frames=len(result.scores))

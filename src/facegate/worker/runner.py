@@ -33,7 +33,7 @@ from facegate.worker.segments import (
     run_part,
     split_video_job,
 )
-from facegate.worker.video_runner import check_decoded_memory, run_video_job
+from facegate.worker.video_runner import check_decoded_memory, check_reference, run_video_job
 
 #: A video at least twice this long is cut into parts of about this many seconds that
 #: several workers run at once (the default of ``FACEGATE_VIDEO_SEGMENT_SECONDS``; 0: never).
@@ -96,6 +96,7 @@ class EngineRunner:
             self.scratch,
             self.segment_seconds,
             self._moderation(policy),
+            cancel,
         )
 
     def run_part(
@@ -156,6 +157,7 @@ class EngineRunner:
         sources: list[LoadedImage] = []
         source_keys: list[tuple[str, str]] = []
         target: LoadedImage | None = None
+        reference: LoadedImage | None = None
         input_pixels = input_bytes = 0
         for name in job.inputs:
             data = self.tenant_store.get(job.tenant_id, "inputs", job.id, name)
@@ -164,6 +166,8 @@ class EngineRunner:
             input_bytes += len(data)
             if name.startswith("target"):
                 target = loaded
+            elif name == "reference":
+                reference = loaded
             elif name.startswith("source-"):
                 sources.append(loaded)
                 source_keys.append(source_key(job.tenant_id, data))
@@ -181,12 +185,14 @@ class EngineRunner:
         )
         moderation.check_sources(source_items(sources, source_keys))
         moderation.check_inputs([("target image", target.frame)])
+        check_reference(moderation, reference)
         pipeline = self.engine.pipeline(spec)
         models_used: dict[str, str] = {}
         frame = pipeline.run_image(
             [s.frame for s in sources],
             target.frame,
             source_keys=source_keys,
+            reference=None if reference is None else reference.frame,
             cancel=cancel,
             on_progress=on_progress,
             model_request=model_request_for(job.tenant_id, str(job.id), policy),

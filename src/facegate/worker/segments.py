@@ -16,17 +16,19 @@ remainder joins the last part). Videos with a variable frame rate or a display r
 not split (their frame ranges are not plain time ranges): they run whole.
 
 Who gets which source is decided once per face track, when the track appears; a part starts
-with fresh tracks, so it decides again at its first frame. That gives the same mapping only
-where the decision cannot depend on when it is made (``same_mapping_in_parts``): the
-selector gives every face source 0 (``many`` with one source or averaged sources), or the
-video never shows more than one face at once (mode ``one``: the one face is always first).
-``reference`` mode is never split: its decision is a descriptor distance under a threshold,
-measured on the track's first frame, and on a fresh track at a border it can fall the other
-way (two similar people: tests/engine/video/test_segment_selection.py shows one).
+with fresh tracks, so it would decide again at its first frame. That gives the same mapping
+by itself where the decision cannot depend on when it is made (``same_mapping_in_parts``):
+the selector gives every face source 0 (``many`` with one source or averaged sources), or
+the video never shows more than one face at once (mode ``one``: the one face is always
+first). Everywhere else (``reference`` mode: a descriptor distance under a threshold, which a
+fresh look at a border can put the other way; ``one`` with several people; a mapping) the
+split looks over the video once first (``Pipeline.handovers``, engine/video/census.py) and
+each part's first-frame people take the decisions they got where they first appeared.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import threading
@@ -44,6 +46,8 @@ from facegate.engine.types import Frame
 from facegate.engine.video import VideoInfo
 from facegate.engine.video.census import most_faces
 from facegate.engine.video.concat import Part, concat_parts
+from facegate.engine.video.options import output_size
+from facegate.engine.video.swap import Handover
 from facegate.engine.watermark import VideoWatermark
 from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.tables import Job
@@ -58,8 +62,10 @@ from facegate.worker.moderation import JobModeration, ModerationDecisions
 from facegate.worker.output import JobOutput, ProgressFn, source_items
 from facegate.worker.scratch import ScratchSpace
 from facegate.worker.video_runner import (
+    check_reference,
     download_input,
     finish_frames,
+    load_reference,
     load_sources,
     progress_reporter,
 )
@@ -151,6 +157,7 @@ def split_video_job(
     scratch: ScratchSpace,
     segment_seconds: float,
     moderation: Callable[[Job], JobModeration],
+    cancel: threading.Event | None = None,
 ) -> SplitPlan | None:
     """Check a claimed video once and cut it, or None (run it whole, checked then)."""
     started = time.perf_counter()
@@ -162,12 +169,39 @@ def split_video_job(
         download_input(store, job, "target", target)
         info = probe_with_policy(target, policy)
         ranges = plan_ranges(info, segment_seconds)
-        if len(ranges) < 2 or not same_mapping_in_parts(spec, job, engine, target):
+        if len(ranges) < 2:
             return None
         sources, source_keys, _ = load_sources(store, job, policy)
+        reference = load_reference(store, job, policy)
         checks = moderation(job)
         checks.check_sources(source_items(sources, source_keys))
-        checks.check_input_video("target video", target)
+        check_reference(checks, reference)
+        # The input video's frames: each part checks its own as it decodes them, when one
+        # flagged frame refuses (reject_ratio 0: a part's verdict is the video's, and each
+        # part checks its last frame, so no unchecked stretch spans a border); else here,
+        # in a decode of its own (a ratio is of the whole video).
+        in_parts = checks.policy.reject_ratio == 0
+        if not in_parts:
+            checks.check_input_video("target video", target)
+        ranges = [dataclasses.replace(r, check_input=in_parts) for r in ranges]
+        if not same_mapping_in_parts(spec, job, engine, target):
+            handovers = engine.pipeline(spec).handovers(
+                [s.frame for s in sources],
+                target,
+                [r.first for r in ranges[1:]],
+                float(info.fps),
+                output_size(info.width, info.height, video_options(info, policy)),
+                source_keys=source_keys,
+                reference=None if reference is None else reference.frame,
+                cancel=cancel,
+                model_request=model_request_for(job.tenant_id, str(job.id), policy),
+            )
+            ranges = [
+                dataclasses.replace(r, handover=tuple(h.as_json() for h in handovers[r.first]))
+                if r.first in handovers
+                else r
+                for r in ranges
+            ]
         return SplitPlan(ranges, time.perf_counter() - started, checks.record)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -194,6 +228,7 @@ def run_part(
     try:
         target = folder / "target"
         sources, source_keys, _ = load_sources(store, part, policy)
+        reference = load_reference(store, part, policy)
         download_input(store, part, "target", target)
         info = probe_with_policy(target, policy)
         fmt = output_format(info)
@@ -209,6 +244,7 @@ def run_part(
             target,
             dst,
             source_keys=source_keys,
+            reference=None if reference is None else reference.frame,
             options=options,
             limits=video_limits(policy),
             cancel=cancel,
@@ -216,6 +252,10 @@ def run_part(
             model_request=model_request_for(part.tenant_id, str(part.parent_id), policy),
             finish_frame=_offset(finish, first),
             inspect_frames=checks.output_inspector(),
+            inspect_input=checks.input_inspector("target video")
+            if segment.get("check_input")
+            else None,
+            handover=[Handover.of_json(h) for h in segment.get("handover", [])],
         )
         target.unlink()
     except BaseException:

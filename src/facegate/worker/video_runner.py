@@ -71,6 +71,21 @@ def load_sources(
     return sources, keys, size
 
 
+def load_reference(store: TenantStore, job: Job, policy: Policy) -> LoadedImage | None:
+    """The job's reference image (selector mode ``reference``; a part: its job's), or None."""
+    if "reference" not in job.inputs:
+        return None
+    data = store.get(job.tenant_id, "inputs", job.parent_id or job.id, "reference")
+    limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
+    return load_image(data, limits)
+
+
+def check_reference(moderation: JobModeration, reference: LoadedImage | None) -> None:
+    """The reference image is moderated as the other input images are."""
+    if reference is not None:
+        moderation.check_inputs([("reference image", reference.frame)])
+
+
 def progress_reporter(
     on_progress: ProgressFn, every: float = PROGRESS_EVERY_SECONDS
 ) -> Callable[[VideoProgress], None]:
@@ -156,7 +171,8 @@ def run_video_job(
             decisions=decisions,
         )
         moderation.check_sources(source_items(sources, source_keys))
-        moderation.check_input_video("target video", target)
+        reference = load_reference(store, job, policy)
+        check_reference(moderation, reference)
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
@@ -165,6 +181,7 @@ def run_video_job(
             target,
             dst,
             source_keys=source_keys,
+            reference=None if reference is None else reference.frame,
             options=video_options(info, policy),
             limits=video_limits(policy),
             cancel=cancel,
@@ -173,6 +190,8 @@ def run_video_job(
             finish_frame=finish_frames(policy, mark),
             # each output frame as encoded; refused before the result is complete
             inspect_frames=moderation.output_inspector(),
+            # each input frame as decoded (no decode of its own)
+            inspect_input=moderation.input_inspector("target video"),
         )
         target.unlink()  # the input copy is not needed any more; the result stays
     except BaseException:

@@ -1,11 +1,13 @@
-"""Face selection across segment borders: a part of a video starts with fresh tracks and
-decides again at its first frame; where the decision cannot depend on when it is made, the
-parts map the faces a run of the whole video maps, and where it can, the video is not split
-(``worker/segments.same_mapping_in_parts``)."""
+"""Face selection across segment borders: a part of a video starts with fresh tracks; where
+the decision cannot depend on when it is made, the parts map the faces a run of the whole
+video maps by themselves (``worker/segments.same_mapping_in_parts``), and where it can, the
+split hands each part the decisions of the people in view at its first frame
+(``Pipeline.handovers``, ``engine/video/census.py``)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
-from facegate.engine.video.swap import VideoSwap
+from facegate.engine.video.swap import Handover, VideoSwap
 from facegate.jobs.tables import Job
 from facegate.worker.segments import same_mapping_in_parts
 
@@ -29,13 +31,17 @@ BORDERS = [(0, 24), (24, 48), (48, 60)]
 
 
 def selections(
-    face_engine: EngineRuntime, spec: PipelineSpec, frames: list[Frame], reference: Frame | None
+    face_engine: EngineRuntime,
+    spec: PipelineSpec,
+    frames: list[Frame],
+    reference: Frame | None,
+    handover: Sequence[Handover] = (),
 ) -> list[list[tuple[int, int]]]:
     """Per frame, the (source, face position) pairs the analysis stage selects, starting
     with fresh tracks as a part does (positions: the faces' left-to-right order)."""
     pipeline = face_engine.pipeline(spec)
     ctx = pipeline.prepare([cv2.imread(str(SOURCE))], reference=reference)
-    work = VideoSwap(pipeline, ctx, TrackerOptions(fps=30.0))
+    work = VideoSwap(pipeline, ctx, TrackerOptions(fps=30.0), handover=handover)
     chosen = []
     try:
         for index, frame in enumerate(frames):
@@ -50,12 +56,17 @@ def selections(
 
 
 def whole_and_parts(
-    face_engine: EngineRuntime, spec: PipelineSpec, frames: list[Frame], reference: Frame | None
+    face_engine: EngineRuntime,
+    spec: PipelineSpec,
+    frames: list[Frame],
+    reference: Frame | None,
+    handovers: dict[int, list[Handover]] | None = None,
 ) -> tuple[list[Any], list[Any]]:
     whole = selections(face_engine, spec, frames, reference)
     parts: list[Any] = []
     for first, end in BORDERS:
-        parts += selections(face_engine, spec, frames[first:end], reference)
+        handover = (handovers or {}).get(first, [])
+        parts += selections(face_engine, spec, frames[first:end], reference, handover)
     return whole, parts
 
 
@@ -75,7 +86,7 @@ def test_where_the_decision_cannot_depend_on_time_parts_map_as_the_whole_run(
     assert same_mapping_in_parts(spec, video_job(spec), face_engine, clip)
 
 
-def test_two_people_in_mode_one_or_reference_are_not_split(
+def test_two_people_in_mode_one_or_reference_need_a_handover(
     tmp_path: Path, face_engine: EngineRuntime
 ) -> None:
     clip = create_clip(tmp_path / "two.mp4", photo=GROUP, seconds=1.0, width=640, height=360)
@@ -86,17 +97,46 @@ def test_two_people_in_mode_one_or_reference_are_not_split(
         assert not same_mapping_in_parts(spec, video_job(spec), face_engine, clip), mode
 
 
-def test_a_reference_decision_made_at_a_border_can_fall_the_other_way(
-    tmp_path: Path, face_engine: EngineRuntime
+@pytest.fixture(scope="module")
+def two_people(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("two")
+    return create_clip(folder / "two.mp4", photo=GROUP, seconds=2.0, width=640, height=360)
+
+
+REFERENCE = PipelineSpec.model_validate(
+    {"processors": ["face_swapper"], "selector": {"mode": "reference"}}
+)
+
+
+def test_a_reference_decision_made_afresh_at_a_border_can_fall_the_other_way(
+    face_engine: EngineRuntime, two_people: Path
 ) -> None:
-    """Why reference mode runs whole: on this clip of two similar people, a part's fresh
-    tracks at its first frame match the reference differently from the whole run's, whose
-    tracks were decided at frame 0. (Should the decision become independent of the frame it
-    is made on, this fails, and reference mode can be split.)"""
-    clip = create_clip(tmp_path / "two.mp4", photo=GROUP, seconds=2.0, width=640, height=360)
-    spec = PipelineSpec.model_validate(
-        {"processors": ["face_swapper"], "selector": {"mode": "reference"}}
-    )
-    whole, parts = whole_and_parts(face_engine, spec, decode_all(clip), cv2.imread(str(GROUP)))
+    """Why parts need a handover: on this clip of two similar people, a part's fresh tracks
+    at its first frame match the reference differently from the whole run's, whose tracks
+    were decided at frame 0."""
+    frames = decode_all(two_people)
+    whole, parts = whole_and_parts(face_engine, REFERENCE, frames, cv2.imread(str(GROUP)))
     assert parts[: BORDERS[0][1]] == whole[: BORDERS[0][1]]  # the first part is the whole run
     assert parts != whole
+
+
+def test_with_the_census_handover_reference_parts_map_as_the_whole_run(
+    face_engine: EngineRuntime, two_people: Path
+) -> None:
+    """The same clip and borders: the split looks over the video once and each part's
+    first-frame people keep the decisions they got at frame 0; every frame of the parts
+    then selects what the whole run selects."""
+    reference = cv2.imread(str(GROUP))
+    handovers = face_engine.pipeline(REFERENCE).handovers(
+        [cv2.imread(str(SOURCE))],
+        two_people,
+        [first for first, _ in BORDERS[1:]],
+        30.0,
+        reference=reference,
+    )
+    assert sorted(handovers) == [24, 48]
+    assert all(len(people) == 2 for people in handovers.values())  # both women, each border
+    frames = decode_all(two_people)
+    whole, parts = whole_and_parts(face_engine, REFERENCE, frames, reference, handovers)
+    assert any(whole)
+    assert parts == whole

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import cv2
-import mediapipe as mp
 import numpy as np
 import numpy.typing as npt
 
 from facegate.engine import mesh
+from facegate.engine.mediapipe_import import mp
 from facegate.engine.swap.filters import gaussian_blur
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.types import Face, Frame, frozen

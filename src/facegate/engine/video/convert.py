@@ -10,6 +10,7 @@ encoding, so the output keeps the source's display-matrix rotation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,3 +84,14 @@ def bgr_to_encodable(bgr: Frame, geometry: FrameGeometry) -> av.VideoFrame:
         return picture
     planes = _u8(cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420))
     return av.VideoFrame.from_ndarray(planes, format="yuv420p")
+
+
+def pixels_of(picture: av.VideoFrame) -> Callable[[], Frame]:
+    """How to get a decoded picture's BGR pixels at its own size, upright as stored (for
+    moderation, which converts only the frames it checks)."""
+
+    def convert() -> Frame:
+        geometry = FrameGeometry(picture.width, picture.height, 0, picture.color_range == 2)
+        return decoded_to_bgr(picture, geometry)  # OpenCV's fast I420 path
+
+    return convert

@@ -42,7 +42,15 @@ from facegate.engine.video.options import (
 )
 from facegate.engine.video.output import VideoOutput, audio_copyable
 from facegate.engine.video.probe import VideoInfo, VideoLimits, probe_video
-from facegate.engine.video.reader import END, AudioItem, DecodedFrame, Reader, Trim, put
+from facegate.engine.video.reader import (
+    END,
+    AudioItem,
+    DecodedFrame,
+    InputInspector,
+    Reader,
+    Trim,
+    put,
+)
 
 ProgressFn = Callable[[VideoProgress], None]
 _PROGRESS_EVERY = 0.25  # seconds between progress callbacks
@@ -63,12 +71,14 @@ class FrameStages:
     """The per-frame work: ``analyse(frame, index)`` in order on one thread (may keep state),
     then ``render(frame, analysis)`` possibly on several threads (must be thread-safe), then
     ``finish(frame, index)`` in order on the encoding thread, last before the encoder (may
-    keep state: the watermark), and ``inspect`` sees the result (the service's moderation)."""
+    keep state: the watermark), and ``inspect`` sees the result (the service's moderation);
+    ``inspect_input`` sees each input frame as it is decoded (the input's moderation)."""
 
     render: Callable[[Frame, Any], Frame]
     analyse: Callable[[Frame, int], Any] | None = None
     finish: Callable[[Frame, int], Frame] | None = None
     inspect: FrameInspector | None = None
+    inspect_input: InputInspector | None = None
 
     @classmethod
     def of(cls, frame_fn: Callable[[Frame], Frame]) -> FrameStages:
@@ -145,6 +155,7 @@ class _Run:
                     Trim(self.options.start, self.options.end),
                     self.audio_items.put if container.streams.audio else None,
                     copy,
+                    self.stages.inspect_input,
                 )
                 frames = self._pump(reader, output, geometry, started)
                 self._drain_audio(output)

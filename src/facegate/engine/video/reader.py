@@ -8,14 +8,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 import av
 import av.error
 
 from facegate.engine.errors import CorruptMedia
 from facegate.engine.types import Frame
-from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
+from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr, pixels_of
 from facegate.engine.video.probe import ffmpeg_reason
 
 
@@ -65,8 +65,20 @@ class Trim:
         return pts - round(self.start / time_base) if self.start else pts
 
 
+class InputInspector(Protocol):
+    """Sees every decoded input frame in order, as a way to get its pixels (called only for
+    the frames it checks) and its presentation time in seconds; ``end`` after the last.
+    Either may raise to fail the run (the service's moderation of the input video, done as
+    the run decodes it instead of in a decode of its own)."""
+
+    def see(self, frame: Callable[[], Frame], time: Fraction) -> None: ...
+
+    def end(self) -> None: ...
+
+
 class Reader:
-    """Decodes ``container``'s first video stream (and routes its first audio stream)."""
+    """Decodes ``container``'s first video stream (and routes its first audio stream);
+    ``inspect`` sees each kept frame as decoded."""
 
     def __init__(
         self,
@@ -75,7 +87,9 @@ class Reader:
         trim: Trim,
         audio_sink: Callable[[AudioItem], None] | None,
         audio_copy: bool,
+        inspect: InputInspector | None = None,
     ) -> None:
+        self.inspect = inspect
         self.container = container
         self.video = container.streams.video[0]
         self.video.thread_type = "AUTO"
@@ -104,10 +118,13 @@ class Reader:
                     assert isinstance(picture, av.VideoFrame)
                     seconds = self._seconds(picture, index)
                     if self.trim.end is not None and seconds >= self.trim.end - 1e-6:
+                        self._end()
                         put(out, END, stop)
                         return
                     if not self.trim.keeps(seconds):
                         continue
+                    if self.inspect is not None:
+                        self.inspect.see(pixels_of(picture), self._time(picture, index))
                     pts = self.trim.shift(round(seconds / self.time_base), self.time_base)
                     item = DecodedFrame(
                         index, pts, decoded_to_bgr(picture, self.geometry), pts * self.time_base
@@ -117,7 +134,17 @@ class Reader:
                     index += 1
         except av.error.FFmpegError as exc:
             raise CorruptMedia(f"the video data is damaged: {ffmpeg_reason(exc)}") from None
+        self._end()
         put(out, END, stop)
+
+    def _end(self) -> None:
+        if self.inspect is not None:
+            self.inspect.end()
+
+    def _time(self, picture: av.VideoFrame, index: int) -> Fraction:
+        if picture.pts is None:
+            return index / Fraction(self.fps) + Fraction(self.trim.start)
+        return picture.pts * Fraction(self.time_base)
 
     def _seconds(self, picture: av.VideoFrame, index: int) -> float:
         if picture.pts is None:

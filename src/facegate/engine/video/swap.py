@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from facegate.engine.errors import InvalidOptions
-from facegate.engine.faces import FaceAnalyser
+from facegate.engine.faces import FaceAnalyser, box_iou
 from facegate.engine.identity import IdentityDescriber
 from facegate.engine.processors.base import JobContext
 from facegate.engine.selection import SelectorSpec, select_faces
-from facegate.engine.tracking import FaceTracker, TrackerOptions
+from facegate.engine.tracking import FaceTracker, TrackerOptions, mesh_box
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.process import FrameStages
 
@@ -53,6 +53,25 @@ class FrameFaces:
 
     faces: list[Face]
     selected: list[tuple[int, Face]]
+
+
+@dataclass(frozen=True)
+class Handover:
+    """A face in view at a part's first frame and what its person got where the person first
+    appeared (``source``: the source index, or None: left alone), with its mesh box
+    (x1, y1, x2, y2) to find it again (a segmented run: ``engine/video/census.py``)."""
+
+    box: tuple[float, float, float, float]
+    source: int | None
+
+    def as_json(self) -> dict[str, object]:
+        return {"box": list(self.box), "source": self.source}
+
+    @classmethod
+    def of_json(cls, data: dict[str, object]) -> Handover:
+        x1, y1, x2, y2 = (float(v) for v in data["box"])  # type: ignore[attr-defined]
+        source = data["source"]
+        return cls((x1, y1, x2, y2), None if source is None else int(source))  # type: ignore[call-overload]
 
 
 class StickySelection:
@@ -85,11 +104,16 @@ class VideoSwap:
         pipeline: FramePipeline,
         ctx: JobContext,
         tracker_options: TrackerOptions | None = None,
+        *,
+        handover: Sequence[Handover] = (),
     ) -> None:
         self.pipeline = pipeline
         self.ctx = ctx
-        self.tracker = FaceTracker(pipeline.analyser, tracker_options)
+        self.options = tracker_options or TrackerOptions()
+        self.tracker = FaceTracker(pipeline.analyser, self.options)
         self.sticky = StickySelection()
+        # A part of a segmented run: the decisions its first frame's people already have.
+        self.handover = list(handover)
         self.reference_faces: list[Face] = ctx.state.get("pipeline", {}).get("reference_faces", [])
 
     def stages(self) -> FrameStages:
@@ -100,6 +124,8 @@ class VideoSwap:
 
     def analyse(self, frame: Frame, index: int) -> FrameFaces:
         faces = self.tracker.update(frame, index)
+        if self.handover:
+            self._take_handover(faces)
         if not faces:
             return FrameFaces([], [])
         selector = self.pipeline.selector
@@ -112,6 +138,19 @@ class VideoSwap:
         except InvalidOptions:  # a mapping naming a face absent from this frame: decide later
             fresh = []
         return FrameFaces(faces, self.sticky.select(fresh, faces))
+
+    def _take_handover(self, faces: Sequence[Face]) -> None:
+        """On a part's first frame: each face that overlaps a handed-over one keeps its
+        person's decision instead of deciding afresh (the rest decide as new people do)."""
+        boxes = [handed.box for handed in self.handover]
+        for face in faces:
+            if face.track_id is None or face.track_id in self.sticky.decided:
+                continue
+            overlap = box_iou(mesh_box(face.landmarks), boxes)
+            best = int(overlap.argmax())
+            if overlap[best] > self.options.match_iou:
+                self.sticky.decided[face.track_id] = self.handover[best].source
+        self.handover = []
 
     def render(self, frame: Frame, found: FrameFaces) -> Frame:
         if not found.faces and self.pipeline.faces_only:

@@ -1,0 +1,134 @@
+"""What one ``POST /v1/jobs`` and one poll (``GET /v1/jobs/{id}``) ask of the database,
+counted (issue 28's 5 ms submission and fast polls; a count, not a time, so it holds on a
+loaded machine). A poll is one SELECT of the columns its answer shows (on SQLite without
+BEGIN or ROLLBACK: ``database.SINGLE_READS``).
+
+The three steps of a submission (``facegate.jobs.service``) stay: a read-only transaction
+(the tenant's policy, the workers' memory budgets, the queue cap and the quota together),
+then none while the target is decoded and stored, then a write transaction (the queue cap
+and the quota again, the ledger row, the job). Nothing more: the body guard reuses the
+tenant's upload limit for a few seconds (no transaction of its own), the takedown blocks
+are not read for a job without sources, and each reading is one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+from tests.api.jobhelpers import DEBUG_TENANT_POLICY, photo, submit
+
+from dbkit import create_schema, drop_schema, postgres_hint, postgres_url
+
+pytestmark = pytest.mark.timeout(120)
+
+#: A submission's statements after the tenant's first one: each transaction's BEGIN (SQLite's
+#: own; PostgreSQL's driver begins implicitly) and (verb, table) of the rest, in order.
+SUBMISSION = [
+    ("BEGIN", ""),  # step 1, read-only
+    ("SELECT", "tenants"),  # the policy
+    ("SELECT", "workers"),  # the memory budgets
+    ("SELECT", "jobs+stored_objects"),  # the queue cap and the quota, one statement
+    ("BEGIN", ""),  # step 3, the write lock
+    ("SELECT", "jobs+stored_objects"),  # both again, under the lock
+    ("INSERT", "stored_objects"),
+    ("INSERT", "jobs"),
+]
+
+
+def describe(statement: str) -> tuple[str, str]:
+    words = statement.split()
+    verb = words[0].upper()
+    if verb == "BEGIN":
+        return verb, ""
+    if verb == "INSERT":
+        return verb, words[2].strip('"')
+    tables = [
+        name
+        for name in ("tenants", "policies", "workers", "jobs", "stored_objects", "takedown_blocks")
+        if f"FROM {name}" in statement
+    ]
+    return verb, "+".join(tables)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Settings overrides choosing the database (none: the test's SQLite file)."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    base = postgres_url()
+    if base is None:
+        pytest.skip(postgres_hint("submission statements"))
+    schema, url = create_schema(base, "submit")
+    try:
+        yield {"database_url": url}
+    finally:
+        drop_schema(base, schema)
+
+
+@contextmanager
+def statements_of(engine: Engine) -> Iterator[list[tuple[str, str]]]:
+    seen: list[tuple[str, str]] = []
+
+    def record(*args: Any) -> None:
+        seen.append(describe(args[2]))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def test_a_submission_runs_its_checks_in_eight_statements(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    async with make_client(**database) as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY, storage_quota_bytes=1 << 30)
+        headers = h.headers("acme")
+        target = photo()
+        first = await submit(h.client, headers, target)  # authenticates, reads the limit
+        assert first.status_code == 202, first.text
+        with statements_of(h.state.engine) as seen:
+            again = await submit(h.client, headers, target)
+        assert again.status_code == 202, again.text
+        begins = "database_url" not in database
+        assert seen == [one for one in SUBMISSION if begins or one[0] != "BEGIN"]
+
+
+async def test_the_checks_still_refuse_past_the_queue_cap_and_the_quota(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    """One statement reads both: each still refuses on its own."""
+    async with make_client(**database) as h:
+        target = photo()
+        h.create_tenant("capped", **DEBUG_TENANT_POLICY, max_queued_jobs=1)
+        capped = h.headers("capped")
+        assert (await submit(h.client, capped, target)).status_code == 202
+        refused = await submit(h.client, capped, target)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["limit"] == "max_queued_jobs"
+        h.create_tenant("full", **DEBUG_TENANT_POLICY, storage_quota_bytes=len(target) + 10)
+        full = h.headers("full")
+        assert (await submit(h.client, full, target)).status_code == 202
+        over = await submit(h.client, full, target)
+        assert over.status_code == 507, over.text
+
+
+async def test_a_poll_is_one_select_of_what_it_shows(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    async with make_client(**database) as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY)
+        headers = h.headers("acme")
+        job = (await submit(h.client, headers, photo())).json()
+        await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)  # authenticates
+        with statements_of(h.state.engine) as seen:
+            polled = await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)
+        assert polled.status_code == 200, polled.text
+        assert polled.json()["status"] == "queued"
+        assert seen == [("SELECT", "jobs")]
