@@ -31,7 +31,13 @@ from facegate.streams.loopback import ClientRun, camera_frame, run_client
 )
 @click.option("--source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--source-face-id", type=click.UUID, help="a saved face instead of --source")
-@click.option("--seconds", type=click.FloatRange(0.5, 600), default=5.0, show_default=True)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.5, 600),
+    default=5.0,
+    show_default=True,
+    help="how long to stream once the first swapped frame is back",
+)
 @click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -7,6 +7,7 @@ client that does it over HTTP (:func:`run_client`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fractions
 import math
 import statistics
@@ -26,6 +27,7 @@ from facegate.engine.types import Frame
 STAMP_BITS = 16
 STAMP_CELL = 16  # px: a cell survives VP8 at the sizes streamed here
 _CLOCK = 90_000  # the RTP video clock
+FIRST_FRAME_SECONDS = 30.0  # how long a client waits for its first swapped frame
 
 
 def stamp(frame: Frame, number: int) -> Frame:
@@ -159,6 +161,7 @@ async def run_client(
             now = time.monotonic()
             image: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[union-attr]
             run.last = image
+            first.set()
             number = read_stamp(image)
             if number is None or number not in camera.sent:
                 run.unreadable += 1
@@ -167,6 +170,7 @@ async def run_client(
             if len(run.samples) % keep_every == 0 and len(run.kept) < keep:
                 run.kept.append(image)
 
+    first = asyncio.Event()
     readers: list[asyncio.Task[None]] = []
     pc.on("track", lambda track: readers.append(asyncio.ensure_future(read(track))))
     try:
@@ -178,6 +182,9 @@ async def run_client(
         run.stream_id = answer.json()["id"]
         run.started = time.monotonic()
         await pc.setRemoteDescription(RTCSessionDescription(answer.json()["sdp"], "answer"))
+        # ``seconds`` of frames: counted from the first one back (connecting takes a while)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(first.wait(), FIRST_FRAME_SECONDS)
         await asyncio.sleep(seconds)
         run.seconds = time.monotonic() - run.started
         ended = await client.delete(f"/v1/streams/{run.stream_id}", headers=headers)
