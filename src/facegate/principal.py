@@ -22,6 +22,8 @@ Scope = Literal[
     "templates:write",
     "audit:read",
     "models:write",
+    "streams:write",
+    "streams:read",
 ]
 ALL_SCOPES: tuple[Scope, ...] = (
     "jobs:write",
@@ -40,6 +42,8 @@ ALL_SCOPES: tuple[Scope, ...] = (
     "templates:write",
     "audit:read",
     "models:write",
+    "streams:write",
+    "streams:read",
 )
 # ``admin`` is the platform operator (every tenant, the tenants themselves, bans). Only an
 # installation's API keys carry it, or a JWT with the configured platform-admin claim.
@@ -60,6 +64,9 @@ TEMPLATES_WRITE: Scope = "templates:write"
 # deleting one changes what every job of the tenant runs: an administrator's act too).
 AUDIT_READ: Scope = "audit:read"
 MODELS_WRITE: Scope = "models:write"
+# Live streams (facegate.streams): start and end them, see them.
+STREAMS_WRITE: Scope = "streams:write"
+STREAMS_READ: Scope = "streams:read"
 TENANT_SCOPES: frozenset[str] = frozenset(
     {
         "jobs:write",
@@ -72,12 +79,15 @@ TENANT_SCOPES: frozenset[str] = frozenset(
         TEMPLATES_WRITE,
         AUDIT_READ,
         MODELS_WRITE,
+        STREAMS_WRITE,
+        STREAMS_READ,
     }
 )
 # Roles inside a tenant (the studio's people), each a set of the scopes above, carried by
 # a key or a JWT's scope claim like any scope: a director manages the face library, an
 # editor runs jobs with its faces (it cannot export or delete them), a viewer sees results,
-# billing sees usage. Directors and editors manage job templates, viewers read them. No role
+# billing sees usage. Directors and editors manage job templates, viewers read them;
+# directors and editors start live streams, viewers only see them. No role
 # holds ``audit:read`` or ``models:write``: those are the tenant admin's (or a key granted
 # them by name).
 Role = Literal["director", "editor", "viewer", "billing"]
@@ -91,10 +101,22 @@ ROLE_SCOPES: dict[str, frozenset[str]] = {
             FACES_MANAGE,
             TEMPLATES_READ,
             TEMPLATES_WRITE,
+            STREAMS_WRITE,
+            STREAMS_READ,
         }
     ),
-    "editor": frozenset({"jobs:write", "jobs:read", FACES_READ, TEMPLATES_READ, TEMPLATES_WRITE}),
-    "viewer": frozenset({"jobs:read", TEMPLATES_READ}),
+    "editor": frozenset(
+        {
+            "jobs:write",
+            "jobs:read",
+            FACES_READ,
+            TEMPLATES_READ,
+            TEMPLATES_WRITE,
+            STREAMS_WRITE,
+            STREAMS_READ,
+        }
+    ),
+    "viewer": frozenset({"jobs:read", TEMPLATES_READ, STREAMS_READ}),
     "billing": frozenset({"usage:read"}),
 }
 

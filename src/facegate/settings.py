@@ -212,6 +212,26 @@ class Settings(BaseSettings):
     # 503 / 429 at once (library/analysis.py).
     face_analysis_slots: int = Field(default=2, ge=1, le=256)
     face_analysis_per_tenant: int = Field(default=1, ge=1, le=256)
+    # Live streams (facegate.streams): a stream whose client sends no video frame for this
+    # long is closed (metering stops then); the credentials and the tenant of every running
+    # stream are checked again this often (a revoked key or a suspended tenant ends it);
+    # moderation samples one output frame in this many seconds.
+    # How many live streams this process runs at once, all tenants together (each holds an
+    # engine thread): past it a start is 503 with Retry-After, whatever the tenant's cap.
+    streams_per_process: int = Field(default=2, ge=0, le=256)
+    stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
+    stream_check_seconds: float = Field(default=2.0, gt=0, le=60)
+    stream_moderation_seconds: float = Field(default=1.0, gt=0, le=60)
+    # A running stream's usage record is rewritten this often: a process that dies
+    # mid-stream leaves its usage as of the last checkpoint.
+    stream_checkpoint_seconds: float = Field(default=10.0, gt=0, le=300)
+    # ICE servers of a stream's server side: STUN for its public address, TURN to relay
+    # through when clients cannot reach its UDP ports (a Kubernetes cluster without host
+    # networking). URLs "stun:HOST:PORT", "turn:HOST:PORT" or "turns:HOST:PORT"; the TURN
+    # username and credential apply to the turn ones. None: host candidates only.
+    stream_ice_urls: list[str] = Field(default_factory=list)
+    stream_turn_username: str | None = None
+    stream_turn_credential: SecretStr | None = None
     # POST /v1/reports (facegate.provenance.reports): one case per reporter and subject (the
     # job, or the file) per window, however often it is sent; new cases a reporter (a client
     # address, its IPv6 /64, or a credential) may open per hour; cases one subject collects
@@ -234,6 +254,14 @@ class Settings(BaseSettings):
     webhook_max_attempts: int = Field(default=8, ge=1, le=20)
     webhook_retry_base_seconds: float = Field(default=5.0, gt=0, le=3600)
     webhook_poll_seconds: float = Field(default=1.0, gt=0, le=60)
+
+    @field_validator("stream_ice_urls")
+    @classmethod
+    def _ice_urls(cls, values: list[str]) -> list[str]:
+        for url in values:
+            if not url.startswith(("stun:", "turn:", "turns:")):
+                raise ValueError(f"an ICE server URL starts stun:, turn: or turns:, not {url!r}")
+        return values
 
     @field_validator("webhook_allowed_networks")
     @classmethod

@@ -12,6 +12,7 @@ from facegate.database import SessionFactory
 from facegate.engine.runtime import EngineRuntime
 from facegate.library.analysis import AnalysisSlots
 from facegate.settings import Settings
+from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
 
 
@@ -32,6 +33,8 @@ class AppState:
     public_verify_limiter: anyio.CapacityLimiter = field(
         default_factory=lambda: anyio.CapacityLimiter(2)
     )
+    #: The live streams this process runs (``facegate.streams``).
+    streams: StreamRegistry = field(default_factory=StreamRegistry)
 
     @cached_property
     def worker_memory_budget(self) -> int:

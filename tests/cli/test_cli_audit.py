@@ -63,6 +63,8 @@ OTHER_COMMANDS = {
     "models list",
     "models verify",
     "serve",
+    # A client of a running server's live streams (the server audits the stream itself).
+    "stream-check",
     "swap",
     "tenant list",
     "tenant show",

@@ -31,7 +31,9 @@ def test_roles_expand_to_their_scopes_and_nothing_else() -> None:
     assert not editor.has("tenant:admin")
     assert not editor.has("models:write")
     viewer = Principal("studio", frozenset({"viewer"}), "key:v")
-    assert viewer.effective_scopes == {"viewer", "jobs:read", "templates:read"}
+    assert viewer.effective_scopes == {"viewer", "jobs:read", "templates:read", "streams:read"}
+    assert not viewer.has("streams:write")  # a viewer sees live streams, starts none
+    assert editor.has("streams:write")
     billing = Principal("studio", frozenset({"billing"}), "key:b")
     assert billing.effective_scopes == {"billing", "usage:read"}
     director = Principal("studio", frozenset({"director"}), "key:d")
@@ -116,6 +118,8 @@ async def test_each_role_may_do_what_it_is_for(make_client: Any) -> None:
             "faces:read",
             "jobs:read",
             "jobs:write",
+            "streams:read",
+            "streams:write",
             "templates:read",
             "templates:write",
         ]

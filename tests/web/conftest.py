@@ -17,22 +17,13 @@ from typing import Any
 
 import httpx
 import pytest
+from consolehelpers import CHROMIUM, CHROMIUM_ARGS
 from tests.liveserver import free_port, stop_process
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.tenancy.schemas import KeyCreate, TenantSpec
 from facegate.tenancy.service import TenancyService
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ADMIN_TENANT = "ops"
 
 

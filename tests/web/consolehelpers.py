@@ -10,6 +10,17 @@ from playwright.sync_api import expect
 from tests.testdata import FACES
 
 ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
 SCREENSHOTS = ROOT / "test-output" / "console"
 # Test photos only (SOURCES.md: the Grace Hopper portrait's licence is not verified): the
 # copies of these screenshots in docs/ have the result preview pixelated.

@@ -35,6 +35,7 @@ from facegate.ratelimit.gateway import Gateway
 from facegate.resilience import BreakerConfig, CircuitBreaker
 from facegate.settings import Settings
 from facegate.state import AppState
+from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
 
 # APIRouter objects included in the app, in order.
@@ -54,6 +55,7 @@ ROUTERS: tuple[str, ...] = (
     "facegate.batches.endpoints:router",
     "facegate.templates.endpoints:router",
     "facegate.takedown.endpoints:router",
+    "facegate.streams.endpoints:router",
     "facegate.api.console:router",
     "facegate.api.docs:router",
 )
@@ -64,6 +66,7 @@ ServiceFactory = Callable[[AppState], AbstractAsyncContextManager[Any]]
 SERVICES: tuple[str, ...] = (
     "facegate.worker.embedded:workers_service",
     "facegate.webhooks.runtime:deliveries_service",
+    "facegate.streams.runtime:streams_service",
 )
 
 
@@ -131,6 +134,7 @@ def create_app(
                 settings.face_analysis_slots, settings.face_analysis_per_tenant
             ),
             public_verify_limiter=anyio.CapacityLimiter(settings.public_verify_concurrency),
+            streams=StreamRegistry(settings.streams_per_process),
         )
         app.state.facegate = state
         try:

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "receipt": "facegate.cli.receipt:receipt",
     "serve": "facegate.cli.serve:serve",
     "storage": "facegate.cli.storage:storage",
+    "stream-check": "facegate.cli.stream_check:stream_check",
     "swap": "facegate.cli.swap:swap",
     "tenant": "facegate.cli.tenant:tenant",
     "usage": "facegate.cli.usage:usage",

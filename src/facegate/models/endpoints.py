@@ -132,5 +132,7 @@ def get_capabilities(
             storage_quota_bytes=policy.storage_quota_bytes,
             storage_used_bytes=store.usage_bytes(session, principal.tenant_id),
             retention_days=policy.retention_days,
+            max_concurrent_streams=policy.max_concurrent_streams,
+            max_stream_seconds=policy.max_stream_seconds,
         ),
     )

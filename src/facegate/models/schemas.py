@@ -66,6 +66,8 @@ class Limits(BaseModel):
     storage_quota_bytes: int
     storage_used_bytes: int
     retention_days: int
+    max_concurrent_streams: int = Field(default=0, description="live streams at once; 0: off")
+    max_stream_seconds: int = 900
 
 
 class Capabilities(BaseModel):

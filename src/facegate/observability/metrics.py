@@ -99,6 +99,25 @@ MODERATION_DECISIONS = Counter(
     "one per job of a tenant whose moderation is off (disabled).",
     ["tenant", "decision"],
 )
+STREAM_SECONDS = Counter(
+    "facegate_stream_seconds_total",
+    "Seconds of live streams (metered while they run, as usage bills them).",
+    ["tenant"],
+)
+STREAM_FRAMES = Counter(
+    "facegate_stream_frames_total",
+    "Camera frames of live streams: swapped and sent (out), or skipped under load (dropped).",
+    ["tenant", "outcome"],
+)
+STREAMS_LIVE = Gauge(
+    "facegate_streams_live",
+    "Live streams running now.",
+    ["tenant"],
+    multiprocess_mode="livesum",
+)
+STREAMS_ENDED = Counter(
+    "facegate_streams_ended_total", "Live streams that ended, by reason.", ["tenant", "reason"]
+)
 WORKER_HEARTBEAT = Gauge(
     "facegate_worker_heartbeat_timestamp_seconds",
     "Unix time of the last maintenance pass of this process's worker pool.",
@@ -146,6 +165,27 @@ def request_banned() -> None:
 
 def moderation_decision(tenant_id: str, decision: str) -> None:
     MODERATION_DECISIONS.labels(tenant_label(tenant_id), decision).inc()
+
+
+def stream_started(tenant_id: str) -> None:
+    STREAMS_LIVE.labels(tenant_label(tenant_id)).inc()
+
+
+def stream_progress(tenant_id: str, seconds: float, frames_out: int, frames_dropped: int) -> None:
+    """What a live stream ran since its last report."""
+    tenant = tenant_label(tenant_id)
+    if seconds > 0:
+        STREAM_SECONDS.labels(tenant).inc(seconds)
+    if frames_out:
+        STREAM_FRAMES.labels(tenant, "out").inc(frames_out)
+    if frames_dropped:
+        STREAM_FRAMES.labels(tenant, "dropped").inc(frames_dropped)
+
+
+def stream_ended(tenant_id: str, reason: str) -> None:
+    tenant = tenant_label(tenant_id)
+    STREAMS_LIVE.labels(tenant).dec()
+    STREAMS_ENDED.labels(tenant, reason).inc()
 
 
 def model_loaded(kind: str, seconds: float) -> None:

@@ -8,6 +8,7 @@ No tenant policy reaches this: the machine-readable marks are always on.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -80,7 +81,12 @@ class ResultMarker:
         self.installation_id = keys.installation_id
 
     def issue(self, session: Session, job: Job) -> JobMark:
-        row = MarkRepository(session).issue(job.tenant_id, job.id)
+        return self.issue_for(session, job.tenant_id, job.id)
+
+    def issue_for(self, session: Session, tenant_id: str, owner_id: uuid.UUID) -> JobMark:
+        """The mark of a job or a live stream (``owner_id``: the job's or the stream's id,
+        what a trace of a marked frame names)."""
+        row = MarkRepository(session).issue(tenant_id, owner_id)
         return JobMark(
             self.installation_id, row.serial, row.reference, self.keys.mac_key(WATERMARK)
         )

@@ -53,6 +53,9 @@ class PolicySpec(BaseModel):
     max_input_bytes: int = Field(default=20 * 1024 * 1024, ge=1, le=2**40)
     max_input_pixels: int = Field(default=40_000_000, ge=1, le=2**34)
     max_video_seconds: int = Field(default=60, ge=0, le=86_400)
+    # Live streams: 0 = live off (the default: an operator turns it on per plan).
+    max_concurrent_streams: int = Field(default=0, ge=0, le=1000)
+    max_stream_seconds: int = Field(default=900, ge=1, le=86_400)
     storage_quota_bytes: int = Field(default=1024**3, ge=0, le=2**50)
     retention_days: int = Field(default=7, ge=1, le=3650)
     priority: int = Field(default=0, ge=-100, le=100)
@@ -168,6 +171,8 @@ class PolicyOut(BaseModel):
     max_input_bytes: int
     max_input_pixels: int
     max_video_seconds: int
+    max_concurrent_streams: int = 0
+    max_stream_seconds: int = 900
     storage_quota_bytes: int
     retention_days: int
     priority: int

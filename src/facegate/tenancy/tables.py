@@ -93,6 +93,10 @@ class Policy(Base):
     max_input_bytes: Mapped[int] = mapped_column(BigInteger, default=20 * 1024 * 1024)
     max_input_pixels: Mapped[int] = mapped_column(BigInteger, default=40_000_000)
     max_video_seconds: Mapped[int] = mapped_column(Integer, default=60)
+    # Live streams (facegate.streams): how many at once (0: live is off, the default: a
+    # plan feature an operator turns on) and how long one may run.
+    max_concurrent_streams: Mapped[int] = mapped_column(Integer, default=0)
+    max_stream_seconds: Mapped[int] = mapped_column(Integer, default=900)
     storage_quota_bytes: Mapped[int] = mapped_column(BigInteger, default=1024**3)
     retention_days: Mapped[int] = mapped_column(Integer, default=7)
     priority: Mapped[int] = mapped_column(Integer, default=0)

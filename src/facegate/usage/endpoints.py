@@ -45,7 +45,8 @@ def get_usage(
     group_by: Annotated[Literal["day", "total"], Query()] = "day",
     tenant: TenantParam = None,
 ) -> UsageSummary:
-    """Compute seconds, frames, pixels, bytes and job counts of finished jobs."""
+    """Compute seconds, frames, pixels, bytes and job counts of finished jobs; live
+    streams' count and seconds (``streams``, ``stream_seconds``)."""
     start, end = window(start, end)
     tenant_id = tenant_for(principal, tenant)
     if tenant_id is not None:

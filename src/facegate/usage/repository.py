@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Date, Select, cast, func, select
+from sqlalchemy import Date, Select, case, cast, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -50,6 +51,16 @@ class UsageRepository:
         # reliable for ON CONFLICT DO NOTHING across drivers).
         return self.session.execute(stmt).first() is not None
 
+    def update_record(self, tenant_id: str, job_id: uuid.UUID, values: dict[str, Any]) -> None:
+        """Rewrite the figures of the tenant's record of ``job_id`` (a live stream's, as it
+        runs: its checkpoints)."""
+        scoped = self.readable_statement(tenant_id).where(UsageRecord.job_id == job_id)
+        self.session.execute(
+            update(UsageRecord)
+            .where(scoped.whereclause)  # type: ignore[arg-type]
+            .values(**values)
+        )
+
     def _window(
         self, tenant_id: str | None, start: datetime | None, end: datetime | None
     ) -> Select[UsageRecord]:
@@ -83,6 +94,7 @@ class UsageRepository:
             day = cast(func.timezone("UTC", window.c.finished_at), Date)
         else:
             day = func.date(window.c.finished_at)  # stored as naive UTC on SQLite
+        stream = window.c.kind == "stream"
         keys: list[Any] = [window.c.tenant_id]
         if by_day:
             keys.append(day.label("day"))
@@ -90,6 +102,11 @@ class UsageRepository:
             *keys,
             func.count().label("jobs"),
             *[func.coalesce(func.sum(window.c[name]), 0).label(name) for name in SUMMED],
+            # Live streams (kind "stream") are rows too: their count and their seconds apart.
+            func.coalesce(func.sum(case((stream, 1), else_=0)), 0).label("streams"),
+            func.coalesce(func.sum(case((stream, window.c.duration_seconds), else_=0.0)), 0).label(
+                "stream_seconds"
+            ),
         ]
         stmt = select(*columns).group_by(*keys).order_by(*keys)
         return [dict(row._mapping) for row in self.session.execute(stmt)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -77,6 +78,49 @@ def record_job_usage(
     )
 
 
+def record_stream_usage(
+    session: Session,
+    stream_id: uuid.UUID,
+    tenant_id: str,
+    processors: list[str],
+    consumption: Consumption,
+    started_at: datetime,
+    finished_at: datetime,
+    seconds: float,
+) -> None:
+    """The usage record of a live stream (``kind`` ``stream``; ``duration_seconds``: the
+    stream-seconds billed): made when it starts and rewritten at each checkpoint and at its
+    end, so a process that dies mid-stream leaves the usage of its last checkpoint."""
+    values = {
+        "device": consumption.device,
+        "compute_seconds": float(consumption.compute_seconds),
+        "duration_seconds": float(seconds),
+        "frames": consumption.frames,
+        "input_pixels": consumption.input_pixels,
+        "output_pixels": consumption.output_pixels,
+        "finished_at": finished_at,
+        "recorded_at": utcnow(),
+    }
+    repository = UsageRepository(session)
+    inserted = repository.insert_once(
+        {
+            **values,
+            "job_id": stream_id,
+            "tenant_id": tenant_id,
+            "kind": "stream",
+            "status": "succeeded",
+            "queue_wait_seconds": 0.0,
+            "input_bytes": 0,
+            "output_bytes": 0,
+            "processors": processors,
+            "model_variant": None,
+            "started_at": started_at,
+        }
+    )
+    if not inserted:
+        repository.update_record(tenant_id, stream_id, values)
+
+
 def summarise(
     session: Session,
     tenant_id: str | None,
@@ -88,7 +132,13 @@ def summarise(
     rows = UsageRepository(session).sums(tenant_id, start, end, by_day=group_by == "day")
     out: list[dict[str, Any]] = []
     for row in rows:
-        item: dict[str, Any] = {"tenant_id": row["tenant_id"], "jobs": int(row["jobs"])}
+        streams = int(row["streams"])
+        item: dict[str, Any] = {
+            "tenant_id": row["tenant_id"],
+            "jobs": int(row["jobs"]) - streams,
+            "streams": streams,
+            "stream_seconds": float(row["stream_seconds"]),
+        }
         if group_by == "day":
             day = row["day"]
             item["day"] = day.isoformat() if isinstance(day, date) else str(day)

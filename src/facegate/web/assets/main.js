@@ -6,11 +6,12 @@ import { initAdmin, showAdmin } from "./admin.js";
 import { initBatches, showBatches } from "./batches.js";
 import { initJobs, showJobs } from "./jobs.js";
 import { initLibrary, showLibrary } from "./library.js";
+import { initLive, leaveLive, showLive } from "./live.js";
 import { initSwap, showSwap } from "./swap.js";
 import { initTemplates } from "./templates.js";
 import { showUsage } from "./usage.js";
 
-const VIEWS = ["signin", "swap", "jobs", "batches", "library", "usage", "admin"];
+const VIEWS = ["signin", "swap", "jobs", "batches", "library", "live", "usage", "admin"];
 // What each view needs, among /v1/me's permissions (roles and tenant:admin expanded): a
 // viewer sees jobs and batches, billing usage only; a view one may not use is not shown.
 const NEEDS = {
@@ -18,12 +19,14 @@ const NEEDS = {
   jobs: "jobs:read",
   batches: "jobs:read",
   library: "faces:read",
+  live: "streams:write",
   usage: "usage:read",
   admin: "admin",
 };
-const state = { me: null };
+const state = { me: null, live: false };
 
 function mayView(name) {
+  if (name === "live" && !state.live) return false; // the tenant's plan has no live streams
   return Boolean(state.me && state.me.permissions.includes(NEEDS[name]));
 }
 
@@ -56,11 +59,13 @@ async function route() {
     return;
   }
   showView(name);
+  if (name !== "live") leaveLive();
   try {
     if (name === "swap") await showSwap();
     else if (name === "jobs") await showJobs();
     else if (name === "batches") await showBatches(state.me);
     else if (name === "library") await showLibrary(state.me);
+    else if (name === "live") await showLive();
     else if (name === "usage") await showUsage(state.me);
     else if (name === "admin") await showAdmin();
   } catch (error) {
@@ -73,6 +78,11 @@ async function signIn(key) {
   const me = await api("/v1/me", { key });
   credentials.set(key);
   state.me = me;
+  state.live = false;
+  if (me.permissions.includes(NEEDS.live)) {
+    const capabilities = await api("/v1/capabilities").catch(() => null);
+    state.live = Boolean(capabilities && capabilities.limits.max_concurrent_streams > 0);
+  }
   $("#identity-text").textContent = `${me.tenant_id} · ${me.actor}`;
   $("#identity").hidden = false;
   $("#nav").hidden = false;
@@ -122,6 +132,7 @@ async function start() {
   initJobs();
   initBatches();
   initLibrary();
+  initLive();
   initTemplates();
   initAdmin();
   const saved = credentials.get();

@@ -1,0 +1,180 @@
+"""Live streams measured end to end: ``facegate serve`` (embedded shape, its own temporary
+data folder) in a subprocess, and aiortc clients in this process streaming a 640x480
+camera made of a face photo over loopback. The camera stamps each frame's number into its
+pixels (``facegate.streams.loopback``); the client reads the number back from every
+swapped frame it receives, so latency is camera frame made -> swapped frame decoded here
+(both encodes, both decodes, the network stack and the server's engine), and fps is what
+the client receives.
+
+Phases: one stream (``--seconds``, 60 by default): fps each second, latency p50/p95, p95
+of the first 10 s against the last 10 s (drift); two streams at once; one stream while a
+video job runs beside it. After each, the share of sampled received frames (VP8, as sent)
+from which the watermark reads back, naming the stream.
+
+The client's VP8 encoding and decoding run on the same machine as the server: on a small
+machine they take a share of its cores, which a real remote client would not.
+
+    python benchmarks/live_bench.py [--seconds 60] [--two-seconds 30] [--job-seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import math
+import statistics
+import tempfile
+from pathlib import Path
+
+import cv2
+import httpx
+
+from benchkit import FACES, load_average, read_frame
+from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
+from facegate.engine.video.synth import ClipSpec, make_face_clip
+from facegate.provenance.keys import load_keys
+from facegate.provenance.payload import WATERMARK
+from facegate.provenance.reading import read_image_watermark
+from facegate.streams.loopback import ClientRun, camera_frame, run_client
+from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
+from facegate.tenancy.service import TenancyService
+from noisy_neighbour import base_env, facegate, free_port, stop_all, wait_healthy
+
+SOURCE = FACES / "man_frontal_beard_closeup.jpg"
+CAMERA = FACES / "woman_b_frontal_dark_background.jpg"
+MARK_SAMPLES = 20  # received frames kept for the watermark read (one in every ~30)
+
+
+def make_tenant(url: str) -> str:
+    migrate(url)
+    engine = create_engine_from_url(url)
+    with session_scope(create_session_factory(engine)) as session:
+        service = TenancyService(session)
+        policy = PolicySpec(
+            requests_per_minute=1_000_000,
+            max_concurrent_streams=4,
+            max_stream_seconds=3600,
+            max_video_seconds=600,
+        )
+        service.create_tenant(TenantSpec(id="live", policy=policy))
+        token = service.create_key("live", KeyCreate(scopes=["director"])).token
+    engine.dispose()
+    return token
+
+
+async def stream(base: str, key: str, seconds: float, fps: float) -> ClientRun:
+    source = base64.b64encode(SOURCE.read_bytes()).decode()
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        return await run_client(
+            client,
+            {"Authorization": f"Bearer {key}"},
+            {"source_image": source},
+            camera_frame(read_frame(CAMERA)),
+            seconds,
+            fps=fps,
+            keep=MARK_SAMPLES,
+        )
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] if ordered else math.nan
+
+
+def report(name: str, run: ClientRun, key: bytes) -> None:
+    latencies = [lat for _, lat in run.samples]
+    first = [lat for t, lat in run.samples if t <= 10]
+    last = [lat for t, lat in run.samples if t >= run.seconds - 10]
+    per_second = [0] * (int(run.seconds) + 1)
+    for t, _ in run.samples:
+        per_second[min(int(t), len(per_second) - 1)] += 1
+    steady = per_second[2:-1] or per_second
+    marks = sum(read_image_watermark(f, key).payload is not None for f in run.kept)
+    server = run.server
+    print(f"\n{name}: {run.seconds:.1f} s, {len(run.samples)} frames received ({load_average()})")
+    print(
+        f"  fps received: mean {len(run.samples) / run.seconds:.1f}, per second "
+        f"min {min(steady)} / median {statistics.median(steady):.0f} / max {max(steady)}"
+    )
+    print(
+        f"  latency camera->swapped ms: p50 {1000 * statistics.median(latencies):.0f}  "
+        f"p95 {1000 * p95(latencies):.0f}  first 10 s p95 {1000 * p95(first):.0f}  "
+        f"last 10 s p95 {1000 * p95(last):.0f}  (last/first {p95(last) / p95(first):.2f})"
+    )
+    print(
+        f"  server: frames in {server.get('frames_in')}, out {server.get('frames_out')}, "
+        f"dropped {server.get('frames_dropped')}; its own p95 {server.get('latency_ms')} ms"
+    )
+    print(f"  watermark read back from {marks} of {len(run.kept)} sampled received frames")
+
+
+def job_clip(folder: Path) -> Path:
+    path = folder / "beside.mp4"
+    make_face_clip(path, CAMERA, ClipSpec(seconds=20.0, width=640, height=360))
+    return path
+
+
+async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) -> ClientRun:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        submitted = await client.post(
+            "/v1/jobs",
+            headers=headers,
+            files={
+                "target": ("t.mp4", clip.read_bytes()),
+                "source": ("s.jpg", SOURCE.read_bytes()),
+            },
+        )
+        submitted.raise_for_status()
+        job = submitted.json()["id"]
+        run = await stream(base, key, seconds, fps)
+        status = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
+        print(f"\n  the job beside it: {status['status']}, progress {status.get('progress')}")
+        return run
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="facegate-live-") as name:
+        folder = Path(name)
+        url = f"sqlite:///{folder}/facegate.db"
+        key = make_tenant(url)
+        port = free_port()
+        env = base_env(folder, url) | {"FACEGATE_WORKERS": "1"}
+        server = facegate("serve", "--port", str(port), env=env, log=folder / "serve.log")
+        try:
+            base = f"http://127.0.0.1:{port}"
+            await asyncio.to_thread(wait_healthy, base)
+            mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
+            await stream(base, key, 3, args.fps)  # warm-up: models loaded, graphs built
+            if args.seconds:
+                one = await stream(base, key, args.seconds, args.fps)
+                report("one stream", one, mark_key)
+            if args.two_seconds:
+                pair = await asyncio.gather(
+                    stream(base, key, args.two_seconds, args.fps),
+                    stream(base, key, args.two_seconds, args.fps),
+                )
+                for n, run in enumerate(pair, 1):
+                    report(f"two streams at once, stream {n}", run, mark_key)
+            if args.job_seconds:
+                clip = await asyncio.to_thread(job_clip, folder)
+                beside = await with_job(base, key, args.job_seconds, args.fps, clip)
+                report("one stream beside a video job", beside, mark_key)
+        finally:
+            stop_all([server])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="one stream (0: skip)")
+    parser.add_argument("--two-seconds", type=float, default=30.0, help="two (0: skip)")
+    parser.add_argument("--job-seconds", type=float, default=30.0, help="beside a job (0: skip)")
+    parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    args = parser.parse_args()
+    cv2.setNumThreads(1)
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

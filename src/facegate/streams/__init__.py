@@ -1,0 +1,1 @@
+"""Live face swap over WebRTC: a tenant's camera stream in, the swapped stream back."""

@@ -1,0 +1,337 @@
+"""One live stream from offer to end: the peer connection, the tasks that run it, and its
+ending (for whatever reason, once), which meters and audits it.
+
+Tasks, on the event loop:
+
+- *pump* reads the camera track as fast as it arrives and keeps only the newest frame
+  (``media.Newest``): aiortc's own queue never grows, whatever the engine's speed;
+- *work* hands the newest frame to the stream's one engine thread (``frames.LiveFrames``)
+  and the swapped frame to the outgoing track; frames that came meanwhile were dropped;
+- *watch* ends the stream at ``max_stream_seconds``, when the client went silent, or when
+  its key was revoked or its tenant suspended (the credentials checked again every
+  ``stream_check_seconds``), and reports progress (Prometheus; the data channel);
+- *moderate* scores one output frame every ``stream_moderation_seconds`` when the
+  tenant's policy has moderation: a refusal ends the stream with its reason.
+
+Audio passes through: the client's audio track is sent back as it came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiortc import (
+    MediaStreamTrack,
+    RTCConfiguration,
+    RTCDataChannel,
+    RTCIceServer,
+    RTCPeerConnection,
+    RTCSessionDescription,
+)
+from aiortc.mediastreams import MediaStreamError
+from av import VideoFrame
+
+from facegate.database import SessionFactory, session_scope, utcnow
+from facegate.engine.moderation import Moderator
+from facegate.engine.pipeline import Pipeline
+from facegate.engine.processors.base import JobContext
+from facegate.engine.runtime import EngineRuntime
+from facegate.engine.types import Frame
+from facegate.errors import BadRequest
+from facegate.moderation_policy import JOB_MODERATION
+from facegate.observability import metrics
+from facegate.principal import Principal
+from facegate.provenance.marker import JobMark
+from facegate.settings import Settings
+from facegate.stream_registry import StreamRecord, StreamRegistry
+from facegate.streams.frames import LiveFrames
+from facegate.streams.media import Newest, SwappedTrack
+from facegate.streams.service import (
+    DEVICE,
+    StreamPlan,
+    StreamUsage,
+    close_stream,
+    credentials_problem,
+)
+from facegate.usage.service import Consumption
+
+log = structlog.get_logger("facegate.streams")
+LIVE_FRAME = "live frame"  # what moderation names in a refusal
+FIRST_FRAME_SECONDS = 15.0  # a client's first frame may take this long (connection set-up)
+
+
+def check_offer(sdp: str) -> None:
+    """400 before any work for text that is no SDP offer with video."""
+    lines = [line.strip() for line in sdp.splitlines() if line.strip()]
+    if not lines or lines[0] != "v=0" or not any(line.startswith("m=") for line in lines):
+        raise BadRequest("the offer is not an SDP session description", code="invalid-sdp")
+    if not any(line.startswith("m=video ") for line in lines):
+        raise BadRequest("the offer has no video track", code="invalid-sdp")
+
+
+def ice_configuration(settings: Settings) -> RTCConfiguration:
+    """The ICE servers of ``FACEGATE_STREAM_ICE_URLS`` (TURN ones with the TURN
+    credentials); none: the server offers its host candidates only."""
+    secret = settings.stream_turn_credential
+    servers = [
+        RTCIceServer(
+            urls=url,
+            username=settings.stream_turn_username if url.startswith("turn") else None,
+            credential=secret.get_secret_value() if secret and url.startswith("turn") else None,
+        )
+        for url in settings.stream_ice_urls
+    ]
+    return RTCConfiguration(iceServers=servers)
+
+
+@dataclass(frozen=True)
+class StreamDeps:
+    """What a stream uses of its process (passed in: the app's state, a benchmark's)."""
+
+    settings: Settings
+    session_factory: SessionFactory
+    engine: EngineRuntime
+    registry: StreamRegistry
+
+
+class LiveStream:
+    def __init__(
+        self, deps: StreamDeps, principal: Principal, plan: StreamPlan, record: StreamRecord
+    ) -> None:
+        self.deps = deps
+        self.principal = principal
+        self.plan = plan
+        self.record = record
+        self.pc = RTCPeerConnection(ice_configuration(deps.settings))
+        self.inputs: Newest[tuple[VideoFrame, float]] = Newest()
+        self.outputs: Newest[VideoFrame] = Newest()
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"stream-{record.id.hex[:8]}")
+        self.camera: MediaStreamTrack | None = None
+        self.channel: RTCDataChannel | None = None
+        self.frames: LiveFrames | None = None
+        self.last_output: Frame | None = None
+        self.tasks: list[asyncio.Task[None]] = []
+        self.ending = False
+        self._metered = (0.0, 0, 0)  # seconds, frames out, dropped already reported
+        record.stop = self.end
+
+    async def answer(self, offer: str) -> str:
+        """Negotiate: the answer's SDP (400 for an offer aiortc cannot take)."""
+        pc = self.pc
+
+        @pc.on("track")
+        def on_track(track: MediaStreamTrack) -> None:
+            if track.kind == "video" and self.camera is None:
+                self.camera = track
+                pc.addTrack(SwappedTrack(self.outputs))
+            elif track.kind == "audio":
+                pc.addTrack(track)  # passes through untouched
+
+        @pc.on("datachannel")
+        def on_channel(channel: RTCDataChannel) -> None:
+            self.channel = channel
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                await self.end("client-ended")
+
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
+        except Exception as exc:  # aiortc raises ValueError and others for bad offers
+            await pc.close()
+            raise BadRequest(f"the SDP offer was refused: {exc}", code="invalid-sdp") from None
+        if self.camera is None:
+            await pc.close()
+            raise BadRequest("the offer has no video track", code="invalid-sdp")
+        await pc.setLocalDescription(await pc.createAnswer())
+        return str(pc.localDescription.sdp)
+
+    def run(self, pipeline: Pipeline, ctx: JobContext, mark: JobMark) -> None:
+        """Start the tasks (the stream is admitted and opened)."""
+        self.frames = LiveFrames(pipeline, ctx, self.plan.policy, mark)
+        metrics.stream_started(self.record.tenant_id)
+        self.record.stats.last_input_at = time.monotonic()
+        self._spawn(self._pump())
+        self._spawn(self._work())
+        self._spawn(self._watch())
+        if self.plan.policy.moderation:
+            self._spawn(self._moderate())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(work))
+
+    async def _pump(self) -> None:
+        assert self.camera is not None
+        silence = self.deps.settings.stream_silence_seconds
+        stats = self.record.stats
+        # The first frame comes after ICE and DTLS have connected: more time for it.
+        wait = max(silence, FIRST_FRAME_SECONDS)
+        while not self.ending:
+            try:
+                frame = await asyncio.wait_for(self.camera.recv(), timeout=wait)
+            except TimeoutError:
+                await self.end("client-silent", f"no video frame for {wait:g} s")
+                return
+            except MediaStreamError:
+                await self.end("client-ended")
+                return
+            wait = silence
+            assert isinstance(frame, VideoFrame)
+            stats.frame_in()
+            if self.inputs.put((frame, time.monotonic())):
+                stats.frames_dropped += 1
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self.ending:
+            item = await self.inputs.take()
+            if item is None:
+                return
+            frame, arrived = item
+            try:
+                out, image, compute = await loop.run_in_executor(self.executor, self._swap, frame)
+            except Exception as exc:
+                log.exception("stream.failed", stream_id=str(self.record.id))
+                await self.end("failed", type(exc).__name__)
+                return
+            self.last_output = image
+            self.record.height, self.record.width = image.shape[:2]
+            if self.outputs.put(out):
+                self.record.stats.frames_dropped += 1
+            self.record.stats.frame_out(arrived, compute)
+
+    def _swap(self, frame: VideoFrame) -> tuple[VideoFrame, Frame, float]:
+        """In the stream's engine thread: camera frame -> swapped frame (same timestamp)."""
+        started = time.perf_counter()
+        assert self.frames is not None
+        camera: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[assignment]
+        image = self.frames.process(camera)
+        out = VideoFrame.from_ndarray(image, format="bgr24")
+        out.pts, out.time_base = frame.pts, frame.time_base
+        return out, image, time.perf_counter() - started
+
+    async def _watch(self) -> None:
+        settings = self.deps.settings
+        last_check = last_checkpoint = time.monotonic()
+        while not self.ending:
+            await asyncio.sleep(min(1.0, settings.stream_check_seconds))
+            self._report()
+            if time.monotonic() - last_checkpoint >= settings.stream_checkpoint_seconds:
+                last_checkpoint = time.monotonic()
+                await asyncio.to_thread(self._write_usage, None)
+            if self.record.seconds >= self.record.max_seconds:
+                await self.end("max_stream_seconds", f"the limit is {self.record.max_seconds} s")
+                return
+            if time.monotonic() - last_check >= settings.stream_check_seconds:
+                last_check = time.monotonic()
+                problem = await asyncio.to_thread(self._credentials_problem)
+                if problem is not None:
+                    await self.end(problem)
+                    return
+
+    def _credentials_problem(self) -> str | None:
+        with session_scope(self.deps.session_factory, read_only=True) as session:
+            return credentials_problem(session, self.principal)
+
+    async def _moderate(self) -> None:
+        every = self.deps.settings.stream_moderation_seconds
+        moderator = await asyncio.to_thread(Moderator, self.deps.engine.hub)
+        tenant_id = self.record.tenant_id
+        while not self.ending:
+            await asyncio.sleep(every)
+            frame = self.last_output
+            if frame is None:
+                continue
+            result = await asyncio.to_thread(moderator.assess, LIVE_FRAME, [frame], JOB_MODERATION)
+            metrics.moderation_decision(tenant_id, "refused" if result.blocked else "allowed")
+            if result.blocked:
+                await self.end("content-policy-violation", result.violation().detail)
+                return
+
+    def _report(self) -> None:
+        """Prometheus (stream-seconds, frames) since the last report; stats on the channel."""
+        stats = self.record.stats
+        seconds, out, dropped = self._metered
+        now = (self.record.seconds, stats.frames_out, stats.frames_dropped)
+        metrics.stream_progress(
+            self.record.tenant_id, now[0] - seconds, now[1] - out, now[2] - dropped
+        )
+        self._metered = now
+        self._send({"event": "stats", "fps": stats.fps(), "latency_ms": stats.latency_ms()})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        channel = self.channel
+        if channel is not None and channel.readyState == "open":
+            channel.send(json.dumps(message))
+
+    async def end(self, reason: str, detail: str | None = None) -> None:
+        """End the stream (once): the client is told why on the data channel, the peer
+        connection closes, and the usage record and ``stream.end`` are written."""
+        if self.ending or not self.tasks:
+            return  # ended already, or never started (a refused start closes its peer)
+        self.ending = True
+        record = self.record
+        record.ended, record.ended_at = time.monotonic(), utcnow()
+        record.state, record.end_reason, record.end_detail = "ended", reason, detail
+        self.inputs.close()
+        self.outputs.close()
+        if self.channel is not None and self.channel.readyState == "open":
+            self._send({"event": "ended", "reason": reason, "detail": detail})
+            await asyncio.sleep(0.1)  # let the message leave before the transport closes
+        current = asyncio.current_task()
+        for task in self.tasks:
+            if task is not current:
+                task.cancel()
+        await self.pc.close()
+        self._report()
+        metrics.stream_ended(record.tenant_id, reason)
+        if self.frames is not None:
+            await asyncio.get_running_loop().run_in_executor(self.executor, self.frames.close)
+        self.executor.shutdown(wait=False)
+        try:
+            await asyncio.to_thread(self._write_usage, reason)
+        finally:
+            self.deps.registry.release(record)
+        log.info(
+            "stream.ended",
+            stream_id=str(record.id),
+            tenant_id=record.tenant_id,
+            reason=reason,
+            seconds=record.seconds,
+            frames=record.stats.frames_out,
+        )
+
+    def _write_usage(self, reason: str | None) -> None:
+        """The usage record as of now (a checkpoint), or the last one and ``stream.end``
+        (``reason``: the stream ended)."""
+        record, stats = self.record, self.record.stats
+        pixels = (record.width or 0) * (record.height or 0)
+        consumption = Consumption(
+            compute_seconds=stats.compute_seconds,
+            device=DEVICE,
+            frames=stats.frames_out,
+            input_pixels=pixels * stats.frames_out,
+            output_pixels=pixels * stats.frames_out,
+        )
+        with session_scope(self.deps.session_factory) as session:
+            checkpoint = StreamUsage(
+                record.id,
+                record.tenant_id,
+                list(self.plan.spec.processors),
+                consumption,
+                record.created_at,
+                record.ended_at or utcnow(),
+                record.seconds,
+            )
+            if reason is None:
+                checkpoint.write(session)
+            else:
+                close_stream(session, checkpoint, reason)

@@ -1,0 +1,243 @@
+"""The database side of a live stream: what it may run (the tenant's policy, the options
+and the source, checked as a job's are), its opening (the watermark's mark, consent
+records, the ``stream.start`` audit event), the checks made while it runs (credentials,
+tenant) and its closing (the usage record, ``stream.end``). Nothing here touches media."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from facegate.consent.service import SOURCE_PREFIX, ConsentService
+from facegate.database import utcnow
+from facegate.engine.errors import MediaTooLarge
+from facegate.engine.modelstore.tags import ModelRequest
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
+from facegate.errors import BadRequest, Forbidden
+from facegate.models.installed import installation_model_store
+from facegate.models.requests import model_request_for
+from facegate.observability.audit import record_audit
+from facegate.principal import Principal
+from facegate.provenance.keys import load_keys
+from facegate.provenance.marker import JobMark, ResultMarker
+from facegate.settings import Settings
+from facegate.storage.tenant import TenantStore
+from facegate.takedown.service import check_sources
+from facegate.templates.submission import resolve_inputs
+from facegate.tenancy.repository import TenancyRepository
+from facegate.tenancy.tables import Policy
+from facegate.usage.service import Consumption, record_stream_usage
+
+STREAM_START = "stream.start"
+DEVICE = "cpu"  # streams run in the API process, on its CPU
+STREAM_END = "stream.end"
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """A stream's checked inputs: a detached copy of the policy of the moment, the
+    pipeline spec, the source image's bytes, and what its consent record needs."""
+
+    policy: Policy
+    spec: PipelineSpec
+    source: bytes
+    source_face_id: uuid.UUID | None
+    consent: str | None
+    model_request: ModelRequest
+
+
+def check_live_enabled(policy: Policy) -> None:
+    """403 naming ``max_concurrent_streams`` when the tenant's plan has no live streams."""
+    if policy.max_concurrent_streams <= 0:
+        raise Forbidden(
+            "live streams are not enabled for this tenant (max_concurrent_streams is 0)",
+            limit="max_concurrent_streams",
+            limit_value=0,
+        )
+
+
+def decode_source(text: str, max_bytes: int) -> bytes:
+    """The uploaded source image's bytes (400 when not base64; 413 past the policy's
+    ``max_input_bytes``)."""
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest("source_image is not valid base64", code="invalid-source") from None
+    if len(data) > max_bytes:
+        raise MediaTooLarge(
+            f"the source image is over the {max_bytes}-byte limit",
+            limit_name="max_input_bytes",
+            limit=max_bytes,
+            actual=len(data),
+        )
+    return data
+
+
+def plan_stream(
+    session: Session,
+    store: TenantStore,
+    settings: Settings,
+    engine: EngineRuntime,
+    principal: Principal,
+    stream_id: uuid.UUID,
+    *,
+    options: str | None,
+    face_id: uuid.UUID | None,
+    source_image: str | None,
+    consent: str | None,
+) -> StreamPlan:
+    """Everything a job submission checks, for a stream (read-only): live on for the
+    tenant, the options within its policy (403) and installed (409), the saved face (404)
+    or the uploaded image (413), consent where the policy asks (422), takedowns (451)."""
+    asked = resolve_inputs(
+        session,
+        store,
+        installation_model_store(settings),
+        principal,
+        options=options,
+        template=None,
+        face_ids=[face_id] if face_id is not None else [],
+        uploaded=source_image is not None,
+    )
+    policy = asked.policy
+    check_live_enabled(policy)
+    spec = asked.options.spec
+    if asked.library is not None:
+        source = asked.library.images[0]
+        ConsentService.check_saved(
+            consent, asked.library.missing_consent, policy.require_consent, spec.processors
+        )
+    else:
+        assert source_image is not None
+        source = decode_source(source_image, policy.max_input_bytes)
+        ConsentService.check(consent, 1, policy.require_consent, spec.processors)
+    check_sources(
+        session,
+        engine,
+        lambda: load_keys(settings.provenance_path),
+        principal.tenant_id,
+        [source],
+    )
+    return StreamPlan(
+        policy=Policy(**policy.as_dict()),
+        spec=spec,
+        source=source,
+        source_face_id=face_id,
+        consent=consent if asked.library is None else None,
+        model_request=model_request_for(principal.tenant_id, str(stream_id), policy),
+    )
+
+
+def open_stream(
+    session: Session,
+    marker: ResultMarker,
+    principal: Principal,
+    stream_id: uuid.UUID,
+    plan: StreamPlan,
+) -> JobMark:
+    """In the transaction that starts the stream: its mark (every frame carries it), its
+    usage record (0 s, checkpointed as it runs), the uploaded source's consent
+    attestation, and ``stream.start``."""
+    mark = marker.issue_for(session, principal.tenant_id, stream_id)
+    now = utcnow()
+    record_stream_usage(
+        session,
+        stream_id,
+        principal.tenant_id,
+        list(plan.spec.processors),
+        Consumption(compute_seconds=0.0, device=DEVICE),
+        now,
+        now,
+        0.0,
+    )
+    sha256 = hashlib.sha256(plan.source).hexdigest()
+    attested = ConsentService(session).record(
+        principal.tenant_id, principal.actor, plan.consent, [(f"{SOURCE_PREFIX}0", sha256)]
+    )
+    record_audit(
+        session,
+        principal,
+        STREAM_START,
+        f"stream:{stream_id}",
+        {
+            "processors": list(plan.spec.processors),
+            "source": f"face:{plan.source_face_id}" if plan.source_face_id else "upload",
+            "source_sha256": sha256,
+            "consent": [ref.attestation_id for ref in attested],
+        },
+    )
+    return mark
+
+
+def credentials_problem(session: Session, principal: Principal) -> str | None:
+    """Why the stream's caller may no longer stream (``credentials-revoked``,
+    ``tenant-suspended``), or None: the checks authentication makes, again."""
+    repository = TenancyRepository(session)
+    tenant = repository.get_tenant(principal.tenant_id)
+    if tenant is None or not tenant.is_active:
+        return "tenant-suspended"
+    kind, _, key_id = principal.actor.partition(":")
+    if kind == "key":
+        found = repository.get_key_for_authentication(key_id)
+        if found is None:
+            return "credentials-revoked"
+        key = found[0]
+        expired = key.expires_at is not None and key.expires_at <= utcnow()
+        if key.revoked_at is not None or expired:
+            return "credentials-revoked"
+    return None
+
+
+@dataclass(frozen=True)
+class StreamUsage:
+    """A stream's consumption as of ``finished_at`` (a checkpoint, or its end)."""
+
+    stream_id: uuid.UUID
+    tenant_id: str
+    processors: list[str]
+    consumption: Consumption
+    started_at: datetime
+    finished_at: datetime
+    seconds: float
+
+    def write(self, session: Session) -> None:
+        record_stream_usage(
+            session,
+            self.stream_id,
+            self.tenant_id,
+            self.processors,
+            self.consumption,
+            self.started_at,
+            self.finished_at,
+            self.seconds,
+        )
+
+
+def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
+    """In one transaction: the last usage figures and ``stream.end`` (by ``system``: the
+    stream may end without its caller, e.g. when its key was revoked)."""
+    usage.write(session)
+    record_audit(
+        session,
+        "system",
+        STREAM_END,
+        f"stream:{usage.stream_id}",
+        {
+            "seconds": round(usage.seconds, 3),
+            "frames": usage.consumption.frames,
+            "reason": reason,
+        },
+        tenant_id=usage.tenant_id,
+    )
+
+
+def options_text(options: dict[str, object] | None) -> str | None:
+    return None if options is None else json.dumps(options)
