@@ -37,6 +37,7 @@ from facegate.engine.swap.color import (
 )
 from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.geometry import FloatArray
+from facegate.engine.swap.glasses import frames_mask, remove_glasses
 from facegate.engine.swap.masks import face_mask, features_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.outline import displaced, displacement_field
@@ -106,6 +107,7 @@ class Tuning:
     max_source_turn: float = 45.0
     detail_gain: tuple[float, float] = (0.85, 1.5)
     skin_mid: float = 0.0
+    keep_glasses: bool = True
     feature_grow: float = 0.06
     tone_match: bool = True
 
@@ -129,6 +131,7 @@ BEFORE_IDENTITY = Tuning(
     detail_gain=DETAIL_GAIN,
     skin_mid=1.0,
     tone_match=False,
+    keep_glasses=False,
 )
 
 #: A source face more than this many times larger than the target is downscaled first
@@ -236,6 +239,8 @@ class MeshWarpBackend:
         x0, y0, x1, y1 = _region(face.landmarks, frame.shape)
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
+        if self.tuning.keep_glasses:  # a source's glasses never travel onto the target
+            crop = remove_glasses(crop, points)
         size = face_height(points)
         return MeshWarpSource(
             image=crop,
@@ -464,6 +469,9 @@ class MeshWarpBackend:
         if scaled:
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
         region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
+        # The target's glasses stay whole in front of the new face, where they were.
+        frames = frames_mask(region, full_points) if self.tuning.keep_glasses else None
+        kept = None if frames is None else region.copy()
         if options.mask == "poisson":
             region[...] = poisson_blend(base, face, full_mask, options.blend)
         else:
@@ -474,6 +482,8 @@ class MeshWarpBackend:
                 region[rows, cols] = feather_blend(
                     base[rows, cols], face[rows, cols], full_mask[rows, cols], options.blend
                 )
+        if frames is not None and kept is not None:
+            region[...] = feather_blend(region, kept, frames, 1.0)
         stage("blend")
         if timings is not None:
             for name, seconds in stamps.items():
