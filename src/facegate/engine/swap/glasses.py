@@ -100,8 +100,8 @@ def _frames_in(image: Frame, points: FloatArray) -> FloatArray | None:
     features = _features(points, shape, grow)
     if not has_glasses(lines, points, eyes, features):
         return None
-    frames = (lines & band & ~features).astype(np.uint8)
-    frames = cv2.dilate(frames, np.ones((3, 3), np.uint8), iterations=max(1, round(eyes / 80)))
+    hard = (lines & band & ~features).astype(np.uint8)
+    frames = cv2.dilate(hard, np.ones((3, 3), np.uint8), iterations=max(1, round(eyes / 80)))
     soft = cv2.GaussianBlur(frames.astype(np.float32), (0, 0), max(0.5, eyes / 120))
     return np.asarray(np.clip(soft * 1.5, 0.0, 1.0), np.float32)
 
