@@ -101,8 +101,9 @@ def _frames_in(image: Frame, points: FloatArray) -> FloatArray | None:
     if not has_glasses(lines, points, eyes, features):
         return None
     hard = (lines & band & ~features).astype(np.uint8)
-    frames = cv2.dilate(hard, np.ones((3, 3), np.uint8), iterations=max(1, round(eyes / 80)))
-    soft = cv2.GaussianBlur(frames.astype(np.float32), (0, 0), max(0.5, eyes / 120))
+    # Not grown: every pixel of the target's own eye region put back is identity lost (a
+    # frame mask grown by 1/80 of the eye distance cost 0.02 more of the median distance).
+    soft = cv2.GaussianBlur(hard.astype(np.float32), (0, 0), max(0.5, eyes / 120))
     return np.asarray(np.clip(soft * 1.5, 0.0, 1.0), np.float32)
 
 

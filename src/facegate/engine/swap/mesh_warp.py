@@ -108,6 +108,7 @@ class Tuning:
     detail_gain: tuple[float, float] = (0.85, 1.5)
     skin_mid: float = 0.0
     keep_glasses: bool = True
+    remove_source_glasses: bool = True
     feature_grow: float = 0.06
     tone_match: bool = True
 
@@ -132,6 +133,7 @@ BEFORE_IDENTITY = Tuning(
     skin_mid=1.0,
     tone_match=False,
     keep_glasses=False,
+    remove_source_glasses=False,
 )
 
 #: A source face more than this many times larger than the target is downscaled first
@@ -239,7 +241,7 @@ class MeshWarpBackend:
         x0, y0, x1, y1 = _region(face.landmarks, frame.shape)
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
-        if self.tuning.keep_glasses:  # a source's glasses never travel onto the target
+        if self.tuning.remove_source_glasses:  # a source's glasses never travel onto a target
             crop = remove_glasses(crop, points)
         size = face_height(points)
         return MeshWarpSource(
