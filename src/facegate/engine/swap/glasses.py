@@ -72,8 +72,21 @@ def _features(points: FloatArray, shape: tuple[int, int], grow: int) -> npt.NDAr
 
 
 def frames_mask(image: Frame, points: FloatArray) -> FloatArray | None:
-    """A soft mask (1 = a frame of the glasses) over ``image``, or None: no glasses. The work
-    is done on the box around the glasses band (a tenth of a 1080p face's region)."""
+    """A soft mask (1 = a frame of the glasses) over ``image``, or None: no glasses."""
+    found = frames_box(image, points)
+    if found is None:
+        return None
+    (x0, y0, x1, y1), frames = found
+    mask = np.zeros((image.shape[0], image.shape[1]), np.float32)
+    mask[y0:y1, x0:x1] = frames
+    return mask
+
+
+def frames_box(
+    image: Frame, points: FloatArray
+) -> tuple[tuple[int, int, int, int], FloatArray] | None:
+    """The box (x0, y0, x1, y1) around the glasses band and the frames' soft mask over it,
+    or None: no glasses. The work is done on that box only (a tenth of a face's region)."""
     band = glasses_band(points, (image.shape[0], image.shape[1]))
     x, y, w, h = cv2.boundingRect(band)
     pad = max(2, round(0.1 * max(w, h)))
@@ -85,11 +98,7 @@ def frames_mask(image: Frame, points: FloatArray) -> FloatArray | None:
     moved[:, 0] -= x0
     moved[:, 1] -= y0
     found = _frames_in(np.ascontiguousarray(image[y0:y1, x0:x1]), moved)
-    if found is None:
-        return None
-    mask = np.zeros((image.shape[0], image.shape[1]), np.float32)
-    mask[y0:y1, x0:x1] = found
-    return mask
+    return None if found is None else ((x0, y0, x1, y1), found)
 
 
 def _frames_in(image: Frame, points: FloatArray) -> FloatArray | None:

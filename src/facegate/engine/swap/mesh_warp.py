@@ -37,7 +37,7 @@ from facegate.engine.swap.color import (
 )
 from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.geometry import FloatArray
-from facegate.engine.swap.glasses import frames_mask, remove_glasses
+from facegate.engine.swap.glasses import frames_box, remove_glasses
 from facegate.engine.swap.masks import face_mask, features_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.outline import displaced, displacement_field
@@ -472,8 +472,8 @@ class MeshWarpBackend:
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
         region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
         # The target's glasses stay whole in front of the new face, where they were.
-        frames = frames_mask(region, full_points) if self.tuning.keep_glasses else None
-        kept = None if frames is None else region.copy()
+        frames = frames_box(region, full_points) if self.tuning.keep_glasses else None
+        kept = None if frames is None else region[_rows_cols(frames[0])].copy()
         if options.mask == "poisson":
             region[...] = poisson_blend(base, face, full_mask, options.blend)
         else:
@@ -485,12 +485,18 @@ class MeshWarpBackend:
                     base[rows, cols], face[rows, cols], full_mask[rows, cols], options.blend
                 )
         if frames is not None and kept is not None:
-            region[...] = feather_blend(region, kept, frames, 1.0)
+            box = _rows_cols(frames[0])
+            region[box] = feather_blend(region[box], kept, frames[1], 1.0)
         stage("blend")
         if timings is not None:
             for name, seconds in stamps.items():
                 timings[name] = timings.get(name, 0.0) + seconds
         return frame
+
+
+def _rows_cols(box: tuple[int, int, int, int]) -> tuple[slice, slice]:
+    """The rows and columns of a box (x0, y0, x1, y1)."""
+    return slice(box[1], box[3]), slice(box[0], box[2])
 
 
 def _support(mask: FloatArray, margin: int) -> tuple[slice, slice]:
