@@ -64,10 +64,14 @@ def _lines(image: Frame, points: FloatArray) -> tuple[npt.NDArray[np.bool_], flo
     return np.asarray((dark > LINE_CONTRAST) | (bright > LINE_CONTRAST), np.bool_), eyes
 
 
-def _features(points: FloatArray, shape: tuple[int, int], grow: int) -> npt.NDArray[np.bool_]:
-    """The eyes and brows, grown by ``grow`` pixels (their own lines are no frame)."""
+def _features(
+    points: FloatArray, shape: tuple[int, int], grow: int, brows: bool = True
+) -> npt.NDArray[np.bool_]:
+    """The eyes and (``brows``) the brows, grown by ``grow`` pixels (their own lines are no
+    frame)."""
     mask = np.zeros(shape, np.uint8)
-    for part in (mesh.RIGHT_EYE, mesh.LEFT_EYE, mesh.RIGHT_BROW, mesh.LEFT_BROW):
+    parts = [mesh.RIGHT_EYE, mesh.LEFT_EYE] + ([mesh.RIGHT_BROW, mesh.LEFT_BROW] if brows else [])
+    for part in parts:
         hull = cv2.convexHull(np.round(points[part, :2]).astype(np.int32))
         cv2.fillConvexPoly(mask, hull, (1,))
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
@@ -183,7 +187,12 @@ def remove_glasses(image: Frame, points: FloatArray) -> Frame:
     if frames is None:
         return image
     eyes = float(np.linalg.norm(_centre(points, mesh.LEFT_EYE) - _centre(points, mesh.RIGHT_EYE)))
-    # Grown: a frame's soft edge and its shadow painted out too (the detail carries both).
-    grow = max(1, round(eyes / 40))
-    hard = cv2.dilate((frames > 0.1).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=grow)
+    # Grown well past the lines found (a light frame's rim is found only in part; its soft
+    # edge, its shadow and the lens's edge go too) but never into the eyes themselves: the
+    # source's eyes are what the swap is for.
+    grow = max(1, round(eyes / 10))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
+    hard = cv2.dilate((frames > 0.1).astype(np.uint8), kernel)
+    shape = (image.shape[0], image.shape[1])
+    hard[_features(points, shape, max(1, round(0.02 * eyes)), brows=False)] = 0
     return np.asarray(cv2.inpaint(image, hard, max(3.0, eyes / 15), cv2.INPAINT_TELEA), np.uint8)
