@@ -93,3 +93,22 @@ def test_a_sources_glasses_do_not_travel_onto_a_target_without_them(
     pasted = sum(frame_evidence(swap(photos, source, target, BEFORE_IDENTITY), face.landmarks))
     assert result <= own + 0.1, (own, result, pasted)
     assert pasted > result + 0.1, (own, result, pasted)
+
+
+def test_the_option_swap_leaves_glasses_to_the_swap(photos: dict[str, tuple[Frame, Face]]) -> None:
+    """``glasses`` ``swap``: the target's frames are painted over like the rest of the face,
+    and a source's come with it."""
+    target = GLASSES[0]
+    frame, face = photos[target]
+    frames = frames_mask(frame, face.landmarks)
+    assert frames is not None
+    region = frames > 0.5
+    backend, options = MeshWarpBackend(), FaceSwapperOptions(glasses="swap")
+    state = backend.prepare_source([photos[BARE[0]][1]], [photos[BARE[0]][0]], options)
+    swapped = backend.swap_face(frame.copy(), state, face, options)
+    assert edges(swapped, region) / edges(frame, region) < 0.8
+    bare, bare_face = photos[BARE[1]]
+    own = sum(frame_evidence(bare, bare_face.landmarks))
+    state = backend.prepare_source([photos[GLASSES[0]][1]], [photos[GLASSES[0]][0]], options)
+    carried = backend.swap_face(bare.copy(), state, bare_face, options)
+    assert sum(frame_evidence(carried, bare_face.landmarks)) > own + 0.1

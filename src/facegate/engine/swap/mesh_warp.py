@@ -241,7 +241,8 @@ class MeshWarpBackend:
         x0, y0, x1, y1 = _region(face.landmarks, frame.shape)
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
-        if self.tuning.remove_source_glasses:  # a source's glasses never travel onto a target
+        if self.tuning.remove_source_glasses and options.glasses == "keep":
+            # a source's glasses never travel onto a target
             crop = remove_glasses(crop, points)
         size = face_height(points)
         return MeshWarpSource(
@@ -472,7 +473,8 @@ class MeshWarpBackend:
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
         region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
         # The target's glasses stay whole in front of the new face, where they were.
-        frames = frames_box(region, full_points) if self.tuning.keep_glasses else None
+        keep_glasses = self.tuning.keep_glasses and options.glasses == "keep"
+        frames = frames_box(region, full_points) if keep_glasses else None
         kept = None if frames is None else region[_rows_cols(frames[0])].copy()
         if options.mask == "poisson":
             region[...] = poisson_blend(base, face, full_mask, options.blend)
