@@ -14,8 +14,11 @@ Realism, per pair and in total: the output still detected as a face (rate); land
 output's mesh vs the target's, in % of the target's inter-ocular distance; seam energy (mean
 gradient magnitude of L* on the mask border ÷ inside the face, the same ratio on the
 untouched target printed beside it); skin colour ΔE (CIEDE2000) between the swapped cheeks
-and the target's own forehead band above the trimmed mask. Writes a contact sheet (rows:
-sources, columns: targets) and times the swap per face at 1080p (median ms per stage).
+and the target's own forehead band above the trimmed mask; the **tone** figure: CIE76 ΔE of
+the mean L*a*b* of two cheek patches (placed from the eye and nose landmarks,
+``engine.tone``) in the result against the same patches in the target (median and worst).
+Writes a contact sheet (rows: sources, columns: targets) and times the swap per face at 1080p
+(median ms per stage).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from facegate.engine.swap.masks import face_mask, keep_mask, polygon_mask, trimm
 from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.reshape import reshaped_points
+from facegate.engine.tone import tone_delta_e
 from facegate.engine.types import Face, FloatArray, Frame
 
 TILE = 160
@@ -182,6 +186,7 @@ class Pair:
     d_source: float  # recogniser distance of the result to the source photo
     d_target: float  # ... to the target photo
     d_pair: float  # source photo to target photo
+    tone: float = float("nan")  # CIE76 ΔE of the cheek patches, result vs target (engine.tone)
     # The swapper refused the source (``SourceUnusable``): the user keeps the target as it
     # was, so d(result, source) is d(source, target) and d(result, target) 0; no realism.
     refused: bool = False
@@ -273,6 +278,7 @@ def measure(
                 d_source=identity_distance(vector, descriptors[source]),
                 d_target=identity_distance(vector, descriptors[target]),
                 d_pair=identity_distance(descriptors[source], descriptors[target]),
+                tone=tone_delta_e(out, frame, face.landmarks, aimed),
             )
         )
     return results, tiles
@@ -311,11 +317,13 @@ def med(values: Iterable[float]) -> float:
 
 def print_pairs(label: str, results: list[Pair]) -> None:
     print(f"\n[{label}]")
-    print(f"{'source':34} {'target':34} found  err%  seam(ref)   dE00  d(src) d(tgt) d(s,t) id")
+    print(
+        f"{'source':34} {'target':34} found  err%  seam(ref)   dE00  tone  d(src) d(tgt) d(s,t) id"
+    )
     for r in results:
         print(
             f"{r.source:34} {r.target:34} {r.found!s:5} {r.landmark_error:5.1f} "
-            f"{r.seam:5.2f}({r.seam_ref:4.2f}) {r.delta_e:6.1f}  "
+            f"{r.seam:5.2f}({r.seam_ref:4.2f}) {r.delta_e:6.1f} {r.tone:5.1f}  "
             f"{r.d_source:5.3f}  {r.d_target:5.3f}  {r.d_pair:5.3f} "
             f"{'yes' if r.transferred else 'refused' if r.refused else '-'}"
         )
@@ -324,6 +332,7 @@ def print_pairs(label: str, results: list[Pair]) -> None:
 def summary(results: list[Pair]) -> dict[str, float]:
     """The headline figures over the pairs of different people."""
     others = [r for r in results if not r.same_person]
+    nan = float("nan")
     errors = [r.landmark_error for r in results]
     return {
         "pairs": len(others),
@@ -338,6 +347,8 @@ def summary(results: list[Pair]) -> dict[str, float]:
         "  vs the aimed (moved) mesh, median": med(r.moved_error for r in results),
         "seam ratio median": med(r.seam for r in results),
         "skin dE2000 median": med(r.delta_e for r in results),
+        "tone dE76 median": med(r.tone for r in results),
+        "tone dE76 worst": max((r.tone for r in results if not np.isnan(r.tone)), default=nan),
     }
 
 
@@ -354,6 +365,8 @@ SHORT = {
     "  vs the aimed (moved) mesh, median": "vs aim",
     "seam ratio median": "seam",
     "skin dE2000 median": "dE00",
+    "tone dE76 median": "tone",
+    "tone dE76 worst": "tone max",
 }
 
 

@@ -165,6 +165,15 @@ class FacegateClient:
         """The job once it has ended (TimeoutError after ``timeout`` seconds)."""
         return self._wait(lambda: self.get_job(job_id), timeout, poll)
 
+    def job_quality(self, job_id: str) -> list[dict[str, Any]]:
+        """The quality report of each face a succeeded job swapped (docs/identity.md):
+        ``d_source``, ``d_target``, ``tone``, ``yaw``, ``pitch``, ``verdict``
+        (transferred / weak / not transferred) and ``action``; empty when it swapped none
+        or has no result."""
+        result = self.get_job(job_id).get("result") or {}
+        quality: list[dict[str, Any]] = result.get("quality") or []
+        return quality
+
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         job: dict[str, Any] = self._call("cancel_job", path={"job_id": job_id})
         return job

@@ -69,6 +69,10 @@ def test_a_directors_flow_through_the_client(tmp_path: Path) -> None:
             job = fg.submit_job(photo(), source_face_ids=[face["id"]], options=SWAP)
             assert fg.wait_job(job["id"], timeout=120, poll=0.1)["status"] == "succeeded"
             assert fg.job_result(job["id"])[:2] == b"\xff\xd8"  # a JPEG
+            # The quality report of the swapped face, as GET /v1/jobs/{id} gives it.
+            (face_quality,) = fg.job_quality(job["id"])
+            assert face_quality["verdict"] in {"transferred", "weak", "not transferred"}
+            assert face_quality["d_source"] < face_quality["d_target"]
             by_person = {**SWAP, "selector": {"mode": "reference"}}
             job = fg.submit_job(
                 photo(), source_face_ids=[face["id"]], options=by_person, reference=photo()

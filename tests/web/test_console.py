@@ -54,6 +54,12 @@ def test_tenant_swaps_two_faces_and_downloads_the_result(server: Any, page: Any)
     expect(row.locator(".percent")).to_have_text("100 %")
     job_id = (row.get_attribute("id") or "").removeprefix("job-")
 
+    # The quality report of the swapped face (docs/identity.md), as the API gives it.
+    quality = server.get(f"/v1/jobs/{job_id}", server.demo_key).json()["result"]["quality"]
+    expect(row.locator(".job-quality li")).to_have_count(len(quality))
+    first = row.locator(".job-quality li").first
+    expect(first).to_have_attribute("data-verdict", quality[0]["verdict"])
+    expect(first).to_contain_text(f"{quality[0]['d_source']:.2f} from the source")
     # The files' names are on the job, and its result opens by itself when it is done.
     expect(row.locator(".job-inputs")).to_have_text(f"{SOURCE_PHOTO.name} → {TARGET_PHOTO.name}")
     expect(row.locator("img.job-thumb")).to_have_count(1)

@@ -147,6 +147,16 @@ def test_director_builds_the_library_and_runs_a_batch(
         assert gallery.nth(index).evaluate("img => img.naturalWidth") > 0
     batch_id = polls[-1].split("/v1/batches/")[1].split("/")[0]
     assert sum(url.endswith(f"/v1/batches/{batch_id}") for url in polls) >= 2  # it polled
+    # Each tile shows the verdict of each swapped face (the quality report of its job).
+    items = server.get(f"/v1/batches/{batch_id}", director).json()["items"]
+    verdicts = [face["verdict"] for item in items for face in item["quality"] or []]
+    assert verdicts  # the swaps were measured
+    badges = page.locator("#batch-gallery .quality-face")
+    expect(badges).to_have_count(len(verdicts))
+    for verdict in set(verdicts):
+        expect(
+            page.locator(f'#batch-gallery .quality-face[data-verdict="{verdict}"]')
+        ).to_have_count(verdicts.count(verdict))
     screenshot(page, "studio-batch")
 
     with page.expect_download() as download_info:

@@ -78,6 +78,7 @@ PROBLEM_STATUS: dict[type[Exception], tuple[int, str]] = {
     engine_errors.CorruptMedia: (422, "Corrupt media"),
     engine_errors.NoFaceDetected: (422, "No face detected"),
     engine_errors.SourceUnusable: (422, "Source face unusable"),
+    engine_errors.WeakSwap: (422, "Swap did not carry the identity"),
     engine_errors.InvalidOptions: (422, "Invalid options"),
     engine_errors.ModelUnavailable: (503, "Model unavailable"),
     engine_errors.Cancelled: (409, "Cancelled"),

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from facegate.batches.tables import Batch, BatchItem
-from facegate.jobs.schemas import JobError
+from facegate.jobs.schemas import FaceQuality, JobError
 from facegate.jobs.tables import JOB_STATUSES, Job
 
 BatchStatus = Literal["running", "completed"]
@@ -22,6 +22,9 @@ class BatchItemOut(BaseModel):
     progress: float
     error: JobError | None
     result: str | None = Field(description="The result's path when the item succeeded")
+    quality: list[FaceQuality] | None = Field(
+        None, description="The quality report of each swapped face (as GET /v1/jobs/{id})"
+    )
 
 
 class BatchLinks(BaseModel):
@@ -69,6 +72,9 @@ class BatchOut(BaseModel):
                     if job.error_type
                     else None,
                     result=f"/v1/jobs/{job.id}/result" if job.status == "succeeded" else None,
+                    quality=[FaceQuality.model_validate(face) for face in job.quality]
+                    if job.status == "succeeded" and job.quality
+                    else None,
                 )
                 for item, job in items
             ],

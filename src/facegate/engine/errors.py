@@ -51,6 +51,14 @@ class SourceUnusable(EngineError):
     code = "source-unusable"
 
 
+class WeakSwap(EngineError):
+    """A swapped face the recogniser does not read as the source (``engine.report``), under a
+    tenant policy that fails such jobs (``weak_swap`` ``fail``); the detail names the face
+    and its figures."""
+
+    code = "weak-swap"
+
+
 class InvalidOptions(EngineError):
     """Processor or pipeline options that fail validation."""
 

@@ -216,5 +216,7 @@ LEFT_BROW: IndexArray = _brow(_conn.FACEMESH_LEFT_EYEBROW, lower_outer=276, uppe
 RIGHT_BROW: IndexArray = _brow(_conn.FACEMESH_RIGHT_EYEBROW, lower_outer=46, upper_outer=70)
 LEFT_IRIS: IndexArray = _frozen(_loop(_conn.FACEMESH_LEFT_IRIS)[0])
 RIGHT_IRIS: IndexArray = _frozen(_loop(_conn.FACEMESH_RIGHT_IRIS)[0])
+#: The nose: bridge, tip, alae and columella (mediapipe's FACEMESH_NOSE contour points).
+NOSE: IndexArray = _frozen(sorted({i for edge in _conn.FACEMESH_NOSE for i in edge}))
 LEFT_IRIS_CENTER = 473
 RIGHT_IRIS_CENTER = 468

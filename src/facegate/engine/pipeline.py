@@ -20,13 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from facegate.engine.errors import InvalidOptions, NoFaceDetected
 from facegate.engine.faces import FaceAnalyser, sort_faces
 from facegate.engine.identity import IdentityDescriber
+from facegate.engine.identity import available as identity_available
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry
+from facegate.engine.report import FaceReport, report_face
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
-from facegate.engine.types import Face, Frame
+from facegate.engine.types import Face, FloatArray, Frame
 from facegate.engine.video.census import border_handovers
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
 from facegate.engine.video.probe import VideoLimits, probe_video
@@ -218,10 +220,13 @@ class Pipeline:
         model_request: ModelRequest | None = None,
         models_used: dict[str, str] | None = None,
         counts: dict[str, int] | None = None,
+        reports: list[FaceReport] | None = None,
     ) -> Frame:
         """Process one target image; ``NoFaceDetected`` when a face processor finds no face.
         ``models_used``, when given, receives the model name -> tag the run used; ``counts``
-        the faces found in the target (``target_faces``) and those processed (``processed``)."""
+        the faces found in the target (``target_faces``) and those processed (``processed``);
+        ``reports`` the quality report of each swapped face (``engine.report``; none where
+        the pipeline swaps nothing or the recogniser is not installed)."""
         report = on_progress or (lambda fraction, stage: None)
         report(0.0, "analyse")
         ctx = self.prepare(
@@ -239,11 +244,31 @@ class Pipeline:
         if not target_faces and self.needs_target_face:
             raise NoFaceDetected("the target image has no face")
         report(0.5, "process")
+        wants_reports = reports is not None and "face_swapper" in self.spec.processors
+        original = target.copy() if wants_reports else target  # processors may paste in place
         result = self.process_frame(target, ctx, faces=target_faces)
+        if reports is not None and wants_reports and identity_available():
+            reports.extend(self.face_reports(ctx, original, result))
         if counts is not None:
             counts.update(target_faces=len(target_faces), processed=len(ctx.selected))
         report(1.0, "done")
         return result
+
+    def face_reports(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]:
+        """The quality report of each face ``ctx`` swapped from ``target`` into ``result``."""
+        recogniser = self.identity.recogniser
+        found: list[FaceReport] = []
+        embeddings: dict[int, FloatArray] = {}
+        for index, (source_index, face) in enumerate(ctx.selected):
+            if source_index not in embeddings:
+                source = ctx.source_faces[source_index]
+                which = source.extra.get("source_frame", 0)
+                frame = ctx.source_frames[which if isinstance(which, int) else 0]
+                embeddings[source_index] = recogniser.describe(frame, source)
+            found.append(
+                report_face(recogniser, embeddings[source_index], target, result, face, index)
+            )
+        return found
 
     def run_video(
         self,

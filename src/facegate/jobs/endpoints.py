@@ -16,7 +16,7 @@ from facegate.api.deps import SessionDep, get_state, run_in_session, run_on_conn
 from facegate.api.errors import PROBLEM_RESPONSES, UPLOAD_PROBLEM_RESPONSES, problem_openapi
 from facegate.api.submission import request_inputs
 from facegate.database import session_scope
-from facegate.engine.errors import ContentPolicyViolation
+from facegate.engine.errors import ContentPolicyViolation, WeakSwap
 from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.jobs.events import job_events
 from facegate.jobs.observe import audit_submission, observe_submitted
@@ -275,8 +275,9 @@ def get_result(
         job = JobService(session, store).get(principal.tenant_id, job_id)
     except NotFound:
         raise job_missing(session, principal.tenant_id, job_id) from None
-    if job.error_type == ContentPolicyViolation.code:
-        # Refused by content moderation: say so in that problem's own terms.
+    if job.error_type in (ContentPolicyViolation.code, WeakSwap.code):
+        # Refused by content moderation, or a swap the tenant's policy fails (naming the
+        # face and its figures): say so in that problem's own terms.
         raise InvalidInput(job.error_detail or "refused", code=job.error_type)
     if job.status != "succeeded" or not job.outputs:
         raise Conflict(f"the job is {job.status}; it has no result", job_status=job.status)

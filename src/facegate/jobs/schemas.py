@@ -6,7 +6,7 @@ import base64
 import binascii
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from sqlalchemy import Row
@@ -25,6 +25,20 @@ class JobError(BaseModel):
     detail: str | None
 
 
+class FaceQuality(BaseModel):
+    """The quality report of one swapped face (``engine.report``; docs/identity.md)."""
+
+    face: int = Field(description="Index of the face among the swapped ones, from 0")
+    box: tuple[float, float, float, float] = Field(description="x0, y0, x1, y1 in pixels")
+    d_source: float = Field(description="Recogniser distance to the source (same person < 0.6)")
+    d_target: float = Field(description="Recogniser distance to the original target face")
+    tone: float | None = Field(description="CIE76 ΔE of the cheeks against the target's own")
+    yaw: float
+    pitch: float
+    verdict: Literal["transferred", "weak", "not transferred"]
+    action: Literal["kept", "untouched"] = "kept"
+
+
 class JobResult(BaseModel):
     """Metadata of a succeeded job's output; the bytes are at ``links.result``."""
 
@@ -36,6 +50,11 @@ class JobResult(BaseModel):
     frames: int | None
     compute_seconds: float | None
     models_used: dict[str, str] | None = None
+    quality: list[FaceQuality] | None = Field(
+        None,
+        description="Per swapped face: recogniser distances to the source and to the original "
+        "face, skin tone ΔE, pose and verdict (docs/identity.md)",
+    )
 
 
 class JobLinks(BaseModel):
@@ -98,6 +117,9 @@ class JobOut(BaseModel):
                 frames=job.result_frames,
                 compute_seconds=job.compute_seconds,
                 models_used=job.models_used,
+                quality=[FaceQuality.model_validate(face) for face in job.quality]
+                if job.quality
+                else None,
             )
             if job.status == "succeeded"
             else None,

@@ -104,6 +104,8 @@ class Job(Base):
     compute_seconds: Mapped[float | None] = mapped_column(Float, default=None)
     # Model name -> tag the run used (pins and A/B variants, recorded for audit).
     models_used: Mapped[dict[str, str] | None] = mapped_column(JSON, default=None)
+    # The quality report of each swapped face (engine.report.FaceReport.as_dict()).
+    quality: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
     # The consent attestation of each source (consent.schemas.ConsentRef), when given.
     consent: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, default=None)
 

@@ -33,6 +33,9 @@ JOB_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 60
 WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
 LOAD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
+#: Recogniser distances (dlib's: the same person under 0.6).
+IDENTITY_BUCKETS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+
 HTTP_REQUESTS = Counter(
     "facegate_http_requests_total",
     "HTTP requests by route template, method and status code.",
@@ -57,6 +60,13 @@ JOB_DURATION = Histogram(
     "Time from claim to terminal status.",
     ["kind", "status"],
     buckets=JOB_BUCKETS,
+)
+SWAP_IDENTITY = Histogram(
+    "facegate_swap_identity_distance",
+    "Recogniser distance of each swapped face to its source (engine.report; the same "
+    "person under 0.6), by tenant and verdict.",
+    ["tenant", "verdict"],
+    buckets=IDENTITY_BUCKETS,
 )
 JOB_QUEUE_WAIT = Histogram(
     "facegate_job_queue_wait_seconds",
@@ -218,3 +228,10 @@ def exposition(extra: Iterable[Collector] = ()) -> tuple[bytes, str]:
     for collector in extra:
         registry.register(collector)
     return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def observe_swap_quality(tenant: str, reports: Iterable[tuple[float, str]]) -> None:
+    """Each swapped face's (distance to the source, verdict) into ``SWAP_IDENTITY``."""
+    label = tenant_label(tenant)
+    for distance, verdict in reports:
+        SWAP_IDENTITY.labels(label, verdict).observe(distance)

@@ -71,6 +71,9 @@ class PolicySpec(BaseModel):
     )
     model_pins: dict[str, str] = Field(default_factory=dict)
     model_splits: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # A swapped face that is not ``transferred`` (engine.report): kept and flagged, left as
+    # it was in the target, or the job fails naming the face.
+    weak_swap: Literal["keep", "untouched", "fail"] = "keep"
 
     @field_validator("model_splits")
     @classmethod
@@ -183,6 +186,7 @@ class PolicyOut(BaseModel):
     model_tag: str | None = None
     model_pins: dict[str, str] = Field(default_factory=dict)
     model_splits: dict[str, dict[str, float]] = Field(default_factory=dict)
+    weak_swap: str = "keep"
 
 
 class TenantOut(BaseModel):

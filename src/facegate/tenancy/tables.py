@@ -114,6 +114,10 @@ class Policy(Base):
     model_tag: Mapped[str | None] = mapped_column(String(100), default=None)
     model_pins: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     model_splits: Mapped[dict[str, dict[str, float]]] = mapped_column(JSON, default=dict)
+    # What a swapped face the recogniser does not read as the source does (engine.report):
+    # "keep" (flagged in the job's quality report), "untouched" (the target's face put
+    # back) or "fail" (the job fails with ``weak-swap``, naming the face and its figures).
+    weak_swap: Mapped[str] = mapped_column(String(16), default="keep", server_default="keep")
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
     tenant: Mapped[Tenant] = relationship(back_populates="policy")

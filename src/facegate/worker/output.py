@@ -62,6 +62,8 @@ class JobOutput:
     input_bytes: int = 0
     # Model name -> tag the run used (the tenant's pins / A/B variant), stored on the job.
     models_used: dict[str, str] = field(default_factory=dict)
+    # The quality report of each swapped face (engine.report), stored on the job.
+    quality: list[dict[str, Any]] = field(default_factory=list)
     scratch: Path | None = None
     # What content moderation checked and allowed (inputs, then the output) and the decision
     # each source image used; empty when the tenant's moderation is off. The worker audits

@@ -513,6 +513,7 @@ class WorkerPool:
                 "result_frames": output.frames,
                 "compute_seconds": output.compute_seconds,
                 "models_used": dict(output.models_used) or None,
+                "quality": list(output.quality) or None,
             },
             moderation=output.moderation,
         )

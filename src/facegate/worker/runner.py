@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.moderation import ModerationPolicy
 from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.report import FaceReport, apply_weak_swap_policy
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.watermark import embed_watermark
 from facegate.jobs.cost import TargetShape
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.models.requests import model_request_for
+from facegate.observability.metrics import observe_swap_quality
 from facegate.queue.outcomes import RenderedPart
 from facegate.storage.tenant import TenantStore
 from facegate.tenancy.tables import Policy
@@ -188,6 +190,7 @@ class EngineRunner:
         check_reference(moderation, reference)
         pipeline = self.engine.pipeline(spec)
         models_used: dict[str, str] = {}
+        reports: list[FaceReport] = []
         frame = pipeline.run_image(
             [s.frame for s in sources],
             target.frame,
@@ -197,7 +200,10 @@ class EngineRunner:
             on_progress=on_progress,
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
             models_used=models_used,
+            reports=reports,
         )
+        reports = apply_weak_swap_policy(policy.weak_swap, reports, target.frame, frame)
+        observe_swap_quality(job.tenant_id, ((r.d_source, r.verdict) for r in reports))
         moderation.check_output(frame)  # before the result is encoded, marked and stored
         fmt = output_format(spec, target)
         alpha = (
@@ -220,4 +226,5 @@ class EngineRunner:
             input_bytes=input_bytes,
             models_used=models_used,
             moderation=moderation.record,
+            quality=[report.as_dict() for report in reports],
         )

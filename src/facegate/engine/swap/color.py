@@ -173,6 +173,7 @@ def match_lighting(
     gain_bounds: tuple[float, float] = DETAIL_GAIN,
     mid: FloatArray | None = None,
     core: FloatArray | None = None,
+    tone_zone: npt.NDArray[np.uint8] | None = None,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
@@ -181,7 +182,9 @@ def match_lighting(
     without eyes and mouth). A grayscale source contributes no chroma detail. With a mid
     band (the warped source's ``mid``, ``Detail.mid``, and a ``shading`` with one), the
     source's mid band is taken where ``core`` is 1 (well inside the face) and the target's
-    where it is 0 (towards the mask edge).
+    where it is 0 (towards the mask edge). With ``tone_zone`` (non-zero on the skin away from
+    the features), the face is shifted by one L*a*b* offset so that its mean there is the
+    target's own (:func:`tone_offset`).
     """
     base = shading.base
     if mid is not None and shading.mid is not None and core is not None:
@@ -202,6 +205,8 @@ def match_lighting(
     # views (or broadcast bounds): ~10x faster on a 400x340 face.
     chroma = 0.0 if grayscale_source else CHROMA_DETAIL
     out = cv2.add(cv2.multiply(detail, _scalar(gain, chroma, chroma)), base)
+    if tone_zone is not None:
+        out = cv2.subtract(out, tone_offset(np.asarray(out, np.float32), shading, tone_zone))
     # L* stays within [0, 100]; a* and b* are left as they are.
     out = cv2.min(out, _scalar(100.0, _UNBOUNDED, _UNBOUNDED))
     out = cv2.max(out, _scalar(0.0, -_UNBOUNDED, -_UNBOUNDED))
@@ -209,6 +214,22 @@ def match_lighting(
 
 
 _UNBOUNDED = 1e9
+#: Fewer skin pixels than this in the tone zone: no tone offset (nothing to measure it on).
+MIN_TONE_PIXELS = 64
+
+
+def tone_offset(out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8]) -> Any:
+    """The mean L*a*b* of ``out`` minus the target's own (``shading``'s bands summed) over the
+    non-zero pixels of ``zone``, as a per-channel OpenCV scalar: one offset for the whole
+    face, so the skin's mean tone is the target's while every edge and shade the source
+    brought (what a recogniser reads) stays. The mid band the source gives in the core
+    carries its own local shading (a cheek in shadow where the target's had a highlight)."""
+    if int(cv2.countNonZero(zone)) < MIN_TONE_PIXELS:
+        return _scalar(0.0, 0.0, 0.0)
+    own = [shading.base, shading.high] + ([] if shading.mid is None else [shading.mid])
+    target = np.sum([cv2.mean(band, mask=zone)[:3] for band in own], axis=0)
+    result = cv2.mean(out, mask=zone)[:3]
+    return _scalar(*(float(r - t) for r, t in zip(result, target, strict=True)))
 
 
 def _scalar(*values: float) -> Any:

@@ -131,3 +131,24 @@ def keep_mask(
     sigma = max(0.5, 0.01 * width)
     keep = gaussian_blur(keep, sigma)
     return np.clip(keep, 0.0, 1.0, out=keep)
+
+
+def features_mask(points: FloatArray, shape: tuple[int, int], grow: float) -> FloatArray:
+    """Soft mask (1 = a feature) of the eyes with their brows, the nose and the lips: each
+    one's convex hull, grown by ``grow`` of the face width and feathered over as much again.
+    What lies outside (the cheeks, the forehead, the chin) is skin, whose broad shading is
+    the target's (``mesh_warp.Tuning.skin_mid``)."""
+    width = float(np.ptp(points[mesh.FACE_OVAL, 0]))
+    hard = np.zeros(shape, np.uint8)
+    for part in (
+        np.concatenate([mesh.RIGHT_EYE, mesh.RIGHT_BROW]),
+        np.concatenate([mesh.LEFT_EYE, mesh.LEFT_BROW]),
+        mesh.NOSE,
+        mesh.LIPS_OUTER,
+    ):
+        hull = cv2.convexHull(np.round(points[part, :2] * 16).astype(np.int32))
+        cv2.fillConvexPoly(hard, hull, (1,), cv2.LINE_8, 4)
+    # Grown and feathered in one wide blur (at reduced size: filters.gaussian_blur): a
+    # dilation by an elliptic kernel of that size cost 30 ms on a 1080p face.
+    soft = gaussian_blur(hard.astype(np.float32), max(0.5, grow * width))
+    return np.asarray(np.clip(soft * np.float32(2.5), 0.0, 1.0), np.float32)

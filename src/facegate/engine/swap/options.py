@@ -33,6 +33,13 @@ class FaceSwapperOptions(ProcessorOptions):
     - ``keep_outline`` (mesh_warp): keep the target's face outline (jaw, cheeks, chin); off,
       the outline moves towards the source's and the region around the face follows it. Always
       kept with ``occlusion`` (occluders are put back where they were);
+    - ``skin_shading`` (mesh_warp): ``target`` (default) keeps the target's own shading and
+      skin tone on the skin between the eyes, nose and mouth (cheeks, forehead, chin), and the
+      face's mean skin tone is the target's; ``source`` takes the source's shading there too
+      (a little more of its identity, its cheeks' light and colour with it);
+    - ``glasses`` (mesh_warp): ``keep`` (default) keeps a target's glasses whole in front of
+      the new face and paints a source's out before its face is taken; ``swap`` does
+      neither (the recogniser reads a little more of the source: its glasses come with it);
     - ``mask_types`` (FaceFusion's ``face_mask_types``): ``box`` is the face region every
       backend pastes in (mesh_warp: the trimmed oval within the padding box; ONNX swappers:
       the padded box) and is always there; ``occlusion`` adds the occluder mask
@@ -48,6 +55,8 @@ class FaceSwapperOptions(ProcessorOptions):
     keep_expression: bool = True
     match_lighting: bool = True
     keep_outline: bool = False
+    skin_shading: Literal["target", "source"] = "target"
+    glasses: Literal["keep", "swap"] = "keep"
     mask_types: tuple[Literal["box", "occlusion"], ...] = ("box",)
     # ONNX swappers only (FaceFusion's face_swapper_pixel_boost and face_swapper_weight):
     # the crop size the model's output is assembled to (a multiple of the model's size), and

@@ -142,7 +142,12 @@ function render(current, batch) {
 }
 
 function galleryTile(current, item) {
-  const caption = h("figcaption", { class: "small" }, `Target ${item.position + 1} · ${item.status}`);
+  const caption = h("figcaption", { class: "small" }, `Target ${item.position + 1} · ${item.status}`,
+    ...(item.quality || []).map((face) => h("span", {
+      class: `quality-face verdict-${face.verdict.replace(" ", "-")}`, "data-verdict": face.verdict,
+      title: `Face ${face.face + 1}: ${face.d_source.toFixed(2)} from the source` +
+        (face.tone === null ? "" : `, tone ΔE ${face.tone.toFixed(1)}`),
+    }, " ", h("span", { class: "badge" }, face.verdict))));
   const tile = h("li", { class: "tile", id: `item-${item.position}`, dataset: { status: item.status } },
     h("figure", {}, h("div", { class: "tile-media" }), caption));
   if (item.status === "succeeded" && item.result) {

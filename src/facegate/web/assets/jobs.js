@@ -107,6 +107,20 @@ function consentLine(consent) {
   return h("p", { class: "muted small job-consent" }, `Consent — ${items.join("; ")}`);
 }
 
+/** The quality report of each swapped face (docs/identity.md): verdict, distances, tone. */
+function qualityList(quality) {
+  const items = quality.map((face) => h("li", {
+    class: `quality-face verdict-${face.verdict.replace(" ", "-")}`, "data-verdict": face.verdict,
+  },
+  h("span", { class: "badge" }, face.verdict),
+  ` Face ${face.face + 1}: ${face.d_source.toFixed(2)} from the source, ` +
+    `${face.d_target.toFixed(2)} from the original face` +
+    (face.tone === null ? "" : `, tone ΔE ${face.tone.toFixed(1)}`) +
+    `, yaw ${Math.round(face.yaw)}°` +
+    (face.action === "untouched" ? " (left untouched)" : "")));
+  return h("ul", { class: "muted small job-quality", "aria-label": "Swap quality" }, items);
+}
+
 function jobRow(job) {
   const percent = Math.round(job.progress * 100);
   const details = [job.stage && job.status === "running" ? job.stage : null];
@@ -137,6 +151,7 @@ function jobRow(job) {
     h("div", { class: "muted small job-details" }, details.filter(Boolean).join(" · ")),
     job.error ? h("p", { class: "error-text" }, job.error.detail || job.error.type) : null,
     job.consent ? consentLine(job.consent) : null,
+    job.result && job.result.quality ? qualityList(job.result.quality) : null,
     actions.length ? h("div", { class: "job-actions" }, actions) : null);
 }
 

@@ -1,0 +1,70 @@
+"""Skin tone of a swapped face against the target's own: the cheek ΔE.
+
+Two round patches on the cheeks, placed from the eye and nose landmarks: each below its eye's
+centre, at ``CHEEK_DROP`` of the way from the eyes' level down to the nose tip's and beyond
+(on the cheekbone's lower slope: under a glasses lens's rim, above a beard line), radius
+``CHEEK_RADIUS`` of the inter-ocular distance. The figure is CIE76 (the Euclidean distance
+in L*a*b*) between the patches' mean colours in the result and in the target: under ~2 is
+not seen side by side, 4 is a tone a studio would accept, past 8 the face reads as another
+person's skin. Used by ``benchmarks/quality.py`` and by the quality report of every result
+(``engine.report``).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from facegate.engine import mesh
+from facegate.engine.types import FloatArray, Frame
+
+#: Where a patch's centre lies below its eye: the fraction of the drop from the eyes' centre
+#: to the nose tip (1.0 = the nose tip's level).
+CHEEK_DROP = 0.8
+#: A patch's radius, as a fraction of the inter-ocular distance.
+CHEEK_RADIUS = 0.14
+#: Fewer pixels than this in both patches together: no figure (a face a few pixels wide).
+MIN_PIXELS = 12
+
+
+def cheek_patches(landmarks: FloatArray, shape: tuple[int, int]) -> npt.NDArray[np.bool_]:
+    """A boolean mask of the two cheek patches of the face with ``landmarks`` (x, y, ...)."""
+    points = landmarks[:, :2]
+    right = points[mesh.RIGHT_EYE].mean(axis=0)
+    left = points[mesh.LEFT_EYE].mean(axis=0)
+    drop = points[mesh.NOSE_TIP] - (right + left) / 2
+    radius = max(1, round(CHEEK_RADIUS * float(np.linalg.norm(left - right))))
+    mask = np.zeros(shape, np.uint8)
+    for eye in (right, left):
+        x, y = eye + CHEEK_DROP * drop
+        cv2.circle(mask, (round(float(x)), round(float(y))), radius, (1,), -1)
+    return np.asarray(mask > 0, np.bool_)
+
+
+def cheek_lab(frame: Frame, landmarks: FloatArray) -> FloatArray | None:
+    """Mean L*a*b* (L* 0-100) over the cheek patches of ``frame``; None: too few pixels."""
+    patches = cheek_patches(landmarks, (frame.shape[0], frame.shape[1]))
+    if int(patches.sum()) < MIN_PIXELS:
+        return None
+    ys, xs = np.nonzero(patches)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    crop = frame[y0:y1, x0:x1].astype(np.float32) * np.float32(1.0 / 255.0)
+    lab = cv2.cvtColor(crop, cv2.COLOR_BGR2Lab)
+    return np.asarray(lab[patches[y0:y1, x0:x1]].mean(axis=0), np.float32)
+
+
+def tone_delta_e(
+    result: Frame,
+    target: Frame,
+    landmarks: FloatArray,
+    result_landmarks: FloatArray | None = None,
+) -> float:
+    """CIE76 ΔE between the cheeks of ``result`` (at ``result_landmarks``, default the
+    target's: the swap keeps the target's pose) and of ``target`` at ``landmarks``; nan
+    when a patch is off the frame or too small."""
+    swapped = cheek_lab(result, landmarks if result_landmarks is None else result_landmarks)
+    own = cheek_lab(target, landmarks)
+    if swapped is None or own is None:
+        return float("nan")
+    return float(np.linalg.norm(swapped - own))

@@ -1,0 +1,114 @@
+"""Glasses (``swap.glasses``): a target's kept whole in front of the swapped face, a
+source's never carried onto a target without them."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from tests.testdata import FACES
+
+from facegate.engine.faces import FaceAnalyser
+from facegate.engine.swap.glasses import frame_evidence, frames_mask
+from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
+from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.types import Face, Frame
+
+pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at {FACES}")
+
+SIDE = 640
+GLASSES = ["man_frontal_glasses.jpg", "elderly_woman_glasses_frontal.jpg"]
+BARE = ["woman_a_selfie_frontal_01.jpg", "woman_b_frontal_dark_background.jpg"]
+
+
+@pytest.fixture(scope="module")
+def photos() -> dict[str, tuple[Frame, Face]]:
+    analyser = FaceAnalyser()
+    found = {}
+    for name in GLASSES + BARE:
+        frame = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
+        scale = SIDE / max(frame.shape[:2])
+        frame = np.asarray(
+            cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        )
+        faces = analyser.analyse(frame)
+        assert len(faces) == 1, name
+        found[name] = (frame, faces[0])
+    return found
+
+
+def swap(
+    photos: dict[str, tuple[Frame, Face]], source: str, target: str, tuning: Tuning | None = None
+) -> Frame:
+    backend, options = MeshWarpBackend(tuning or Tuning()), FaceSwapperOptions()
+    state = backend.prepare_source([photos[source][1]], [photos[source][0]], options)
+    frame, face = photos[target]
+    return backend.swap_face(frame.copy(), state, face, options)
+
+
+def edges(frame: Frame, region: np.ndarray) -> float:
+    """The summed gradient magnitude of the grey image over ``region`` (the frames' edges)."""
+    grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    magnitude = np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1))
+    return float(magnitude[region].sum())
+
+
+def test_glasses_are_found_on_the_photos_with_glasses_only(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    for name in GLASSES:
+        assert frames_mask(photos[name][0], photos[name][1].landmarks) is not None, name
+    for name in BARE:
+        assert frames_mask(photos[name][0], photos[name][1].landmarks) is None, name
+
+
+@pytest.mark.parametrize("target", GLASSES)
+def test_a_targets_glasses_stay_whole_in_front_of_the_swapped_face(
+    photos: dict[str, tuple[Frame, Face]], target: str
+) -> None:
+    frame, face = photos[target]
+    frames = frames_mask(frame, face.landmarks)
+    assert frames is not None
+    region = frames > 0.5
+    own = edges(frame, region)
+    kept = edges(swap(photos, BARE[0], target), region) / own
+    assert kept >= 0.8, kept
+    # The swap without the glasses kept (as before issue 29) half-erased them.
+    erased = edges(swap(photos, BARE[0], target, BEFORE_IDENTITY), region) / own
+    assert erased < kept - 0.1, (erased, kept)
+
+
+@pytest.mark.parametrize("source", GLASSES)
+@pytest.mark.parametrize("target", BARE)
+def test_a_sources_glasses_do_not_travel_onto_a_target_without_them(
+    photos: dict[str, tuple[Frame, Face]], source: str, target: str
+) -> None:
+    frame, face = photos[target]
+    ours = swap(photos, source, target)
+    assert frames_mask(ours, face.landmarks) is None
+    # Thin lines on the bridge and under the eyes: no more than the target's own face has,
+    # where the swap as it was before issue 29 pasted the source's frames there.
+    own = sum(frame_evidence(frame, face.landmarks))
+    result = sum(frame_evidence(ours, face.landmarks))
+    pasted = sum(frame_evidence(swap(photos, source, target, BEFORE_IDENTITY), face.landmarks))
+    assert result <= own + 0.1, (own, result, pasted)
+    assert pasted > result + 0.1, (own, result, pasted)
+
+
+def test_the_option_swap_leaves_glasses_to_the_swap(photos: dict[str, tuple[Frame, Face]]) -> None:
+    """``glasses`` ``swap``: the target's frames are painted over like the rest of the face,
+    and a source's come with it."""
+    target = GLASSES[0]
+    frame, face = photos[target]
+    frames = frames_mask(frame, face.landmarks)
+    assert frames is not None
+    region = frames > 0.5
+    backend, options = MeshWarpBackend(), FaceSwapperOptions(glasses="swap")
+    state = backend.prepare_source([photos[BARE[0]][1]], [photos[BARE[0]][0]], options)
+    swapped = backend.swap_face(frame.copy(), state, face, options)
+    assert edges(swapped, region) / edges(frame, region) < 0.8
+    bare, bare_face = photos[BARE[1]]
+    own = sum(frame_evidence(bare, bare_face.landmarks))
+    state = backend.prepare_source([photos[GLASSES[0]][1]], [photos[GLASSES[0]][0]], options)
+    carried = backend.swap_face(bare.copy(), state, bare_face, options)
+    assert sum(frame_evidence(carried, bare_face.landmarks)) > own + 0.1

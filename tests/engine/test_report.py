@@ -1,0 +1,87 @@
+"""The quality report of a swapped face (``engine.report``)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from tests.testdata import FACES
+
+from facegate.engine.faces import FaceAnalyser
+from facegate.engine.identity import FaceRecogniser
+from facegate.engine.report import report_face, verdict
+from facegate.engine.swap.mesh_warp import MeshWarpBackend
+from facegate.engine.swap.options import FaceSwapperOptions
+from facegate.engine.types import Face, Frame
+
+pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at {FACES}")
+
+SOURCE = "woman_a_selfie_frontal_01.jpg"
+FRONTAL = "woman_astronaut_frontal.jpg"
+PROFILE = "man_profile_grayscale_occluded.png"  # yaw ~53°, grey, half hidden by a camera
+
+
+@pytest.fixture(scope="module")
+def recogniser() -> FaceRecogniser:
+    return FaceRecogniser()
+
+
+@pytest.fixture(scope="module")
+def photos() -> dict[str, tuple[Frame, Face]]:
+    analyser = FaceAnalyser()
+    found = {}
+    for name in (SOURCE, FRONTAL, PROFILE):
+        frame = cv2.imread(str(FACES / name), cv2.IMREAD_COLOR)
+        scale = min(1.0, 640 / max(frame.shape[:2]))
+        frame = np.asarray(
+            cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        )
+        faces = analyser.analyse(frame)
+        assert len(faces) == 1, name
+        found[name] = (frame, faces[0])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("d_source", "d_target", "expected"),
+    [
+        (0.40, 0.70, "transferred"),
+        (0.55, 0.58, "transferred"),
+        (0.65, 0.80, "weak"),  # nearer the source, not the source's person
+        (0.50, 0.45, "weak"),  # under 0.6 from both, nearer the target
+        (0.75, 0.30, "not transferred"),  # still the target
+        (0.80, 0.70, "not transferred"),  # no one's
+    ],
+)
+def test_the_verdict(d_source: float, d_target: float, expected: str) -> None:
+    assert verdict(d_source, d_target) == expected
+
+
+def swap_and_report(
+    recogniser: FaceRecogniser, photos: dict[str, tuple[Frame, Face]], target: str
+) -> dict[str, object]:
+    backend, options = MeshWarpBackend(), FaceSwapperOptions()
+    source_frame, source_face = photos[SOURCE]
+    state = backend.prepare_source([source_face], [source_frame], options)
+    frame, face = photos[target]
+    result = backend.swap_face(frame.copy(), state, face, options)
+    embedding = recogniser.describe(source_frame, source_face)
+    return report_face(recogniser, embedding, frame, result, face).as_dict()
+
+
+def test_a_frontal_target_is_transferred(
+    recogniser: FaceRecogniser, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    report = swap_and_report(recogniser, photos, FRONTAL)
+    assert report["verdict"] == "transferred", report
+    assert isinstance(report["tone"], float)
+    assert report["tone"] < 8.0
+    assert abs(float(str(report["yaw"]))) < 20.0
+
+
+def test_a_profile_target_is_not_transferred(
+    recogniser: FaceRecogniser, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    report = swap_and_report(recogniser, photos, PROFILE)
+    assert report["verdict"] == "not transferred", report
+    assert abs(float(str(report["yaw"]))) > 35.0
