@@ -292,6 +292,7 @@ JOB_VIEW = ONE_JOB.with_only_columns(
     Job.compute_seconds,
     Job.models_used,
     Job.consent,
+    Job.quality,
 )
 
 # A submission's queue-cap reading (the tenant's queued jobs, counted up to the cap) and,
