@@ -163,3 +163,36 @@ def test_forget_drops_only_the_keys_it_is_asked_to() -> None:
     assert len(cache) == 1
     assert cache.faces(("other", "3.0"), lambda: [face(9.0)])[0].box[0] == 3.0
     assert cache.faces(("acme", "1.0"), lambda: [face(7.0)])[0].box[0] == 7.0
+
+
+def test_a_keyed_sources_descriptor_for_the_quality_report_is_made_once(
+    face_engine: EngineRuntime,
+) -> None:
+    """The quality report's descriptor of a source face (a ResNet pass, ~125 ms) is kept
+    with the source's analysis: two jobs with one source describe it once, and report the
+    same distances as a pipeline without the cache."""
+    cache = SourceFaceCache()
+    spec = PipelineSpec(processors=["face_swapper"])
+    cached = Pipeline(
+        spec,
+        analyser=face_engine.analyser,
+        registry=face_engine.registry,
+        identity=face_engine.identity,
+        source_cache=cache,
+    )
+    plain = Pipeline(
+        spec,
+        analyser=face_engine.analyser,
+        registry=face_engine.registry,
+        identity=face_engine.identity,
+    )
+    source = photo("woman_a_selfie_frontal_01.jpg", 300)
+    target = photo("man_frontal_glasses.jpg", 320)
+    key = ("studio", "sha256-of-the-source")
+    reports: list[Any] = []
+    for _ in range(2):
+        cached.run_image([source], target, source_keys=[key], reports=reports)
+    assert (cache.descriptors.misses, cache.descriptors.hits) == (1, 1)
+    alone: list[Any] = []
+    plain.run_image([source], target, reports=alone)
+    assert [r.d_source for r in reports] == [alone[0].d_source] * 2
