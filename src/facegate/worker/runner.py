@@ -16,6 +16,7 @@ from facegate.engine.moderation import ModerationPolicy
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.report import FaceReport, apply_weak_swap_policy
 from facegate.engine.runtime import EngineRuntime
+from facegate.engine.types import Frame
 from facegate.engine.watermark import embed_watermark
 from facegate.jobs.cost import TargetShape
 from facegate.jobs.policy import check_output_resolution, check_spec_allowed
@@ -159,7 +160,7 @@ class EngineRunner:
         sources: list[LoadedImage] = []
         source_keys: list[tuple[str, str]] = []
         target: LoadedImage | None = None
-        reference: LoadedImage | None = None
+        reference: Frame | None = None
         input_pixels = input_bytes = 0
         for name in job.inputs:
             data = self.tenant_store.get(job.tenant_id, "inputs", job.id, name)
@@ -169,7 +170,7 @@ class EngineRunner:
             if name.startswith("target"):
                 target = loaded
             elif name == "reference":
-                reference = loaded
+                reference = loaded.frame
             elif name.startswith("source-"):
                 sources.append(loaded)
                 source_keys.append(source_key(job.tenant_id, data))
@@ -195,7 +196,7 @@ class EngineRunner:
             [s.frame for s in sources],
             target.frame,
             source_keys=source_keys,
-            reference=None if reference is None else reference.frame,
+            reference=reference,
             cancel=cancel,
             on_progress=on_progress,
             model_request=model_request_for(job.tenant_id, str(job.id), policy),

@@ -192,7 +192,7 @@ def split_video_job(
                 float(info.fps),
                 output_size(info.width, info.height, video_options(info, policy)),
                 source_keys=source_keys,
-                reference=None if reference is None else reference.frame,
+                reference=reference,
                 cancel=cancel,
                 model_request=model_request_for(job.tenant_id, str(job.id), policy),
             )
@@ -244,7 +244,7 @@ def run_part(
             target,
             dst,
             source_keys=source_keys,
-            reference=None if reference is None else reference.frame,
+            reference=reference,
             options=options,
             limits=video_limits(policy),
             cancel=cancel,

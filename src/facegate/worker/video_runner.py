@@ -71,19 +71,19 @@ def load_sources(
     return sources, keys, size
 
 
-def load_reference(store: TenantStore, job: Job, policy: Policy) -> LoadedImage | None:
+def load_reference(store: TenantStore, job: Job, policy: Policy) -> Frame | None:
     """The job's reference image (selector mode ``reference``; a part: its job's), or None."""
     if "reference" not in job.inputs:
         return None
     data = store.get(job.tenant_id, "inputs", job.parent_id or job.id, "reference")
     limits = ImageLimits(max_bytes=policy.max_input_bytes, max_pixels=policy.max_input_pixels)
-    return load_image(data, limits)
+    return load_image(data, limits).frame
 
 
-def check_reference(moderation: JobModeration, reference: LoadedImage | None) -> None:
+def check_reference(moderation: JobModeration, reference: Frame | None) -> None:
     """The reference image is moderated as the other input images are."""
     if reference is not None:
-        moderation.check_inputs([("reference image", reference.frame)])
+        moderation.check_inputs([("reference image", reference)])
 
 
 def progress_reporter(
@@ -181,7 +181,7 @@ def run_video_job(
             target,
             dst,
             source_keys=source_keys,
-            reference=None if reference is None else reference.frame,
+            reference=reference,
             options=video_options(info, policy),
             limits=video_limits(policy),
             cancel=cancel,
