@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -23,6 +24,7 @@ from facegate.engine.identity import (
     identity_distance,
     models_dir,
 )
+from facegate.engine.networks import dlib_resnet
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.selection import SelectorSpec
@@ -112,6 +114,35 @@ def test_the_mesh_box_stands_in_for_dlibs_detector(
     with_detector = recogniser.describe(frame, face)
     mesh_box_only = FaceRecogniser(detector=False)
     assert identity_distance(with_detector, mesh_box_only.describe(frame, face)) < 0.1
+
+
+def test_the_onnx_resnet_gives_dlibs_own_descriptors(
+    photos: dict[str, tuple[Frame, Face]], recogniser: FaceRecogniser
+) -> None:
+    # The ResNet runs on onnxruntime from the weights of dlib's file: on every photo the
+    # descriptor equals dlib's compute_face_descriptor of the same chip (the same judge).
+    import dlib
+
+    folder = models_dir()
+    assert folder is not None
+    dlibs_own = dlib.face_recognition_model_v1(str(folder / RESNET))
+    chips = [recogniser.chip(*photos[name]) for name in photos]
+    ours = recogniser.descriptors(chips)
+    assert ours.shape == (len(chips), 128)
+    for chip, vector in zip(chips, ours, strict=True):
+        expected = np.asarray(dlibs_own.compute_face_descriptor(chip), np.float32)
+        assert float(np.abs(vector - expected).max()) < 1e-4
+
+
+def test_a_file_that_is_not_dlibs_network_is_refused(tmp_path: Path) -> None:
+    folder = models_dir()
+    assert folder is not None
+    data = (folder / RESNET).read_bytes()
+    for broken in (data[: len(data) // 2], data + b"\x01\x02", b"\x01\x01\x04junk"):
+        path = tmp_path / "net.dat"
+        path.write_bytes(broken)
+        with pytest.raises(dlib_resnet.FormatError):
+            dlib_resnet.read(path)
 
 
 #: Source → target pairs for the test-sized identity check (different people each).
