@@ -273,7 +273,7 @@ class Pipeline:
                 key = source.extra.get("source_face_key")
                 if self.source_cache is None or key is None or "averaged_from" in source.extra:
                     embeddings[source_index] = describe()
-                else:  # a source image's face is described once for all its jobs (~125 ms)
+                else:  # a source image's face is described once for all its jobs
                     embeddings[source_index] = self.source_cache.descriptor(key, describe)
             found.append(
                 report_face(recogniser, embeddings[source_index], target, result, face, index)
