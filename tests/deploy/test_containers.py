@@ -139,6 +139,7 @@ def deployment(
             "api": Pod.of(api),
             "tenant-sync": Pod.of(find(logical, "Deployment", "facegate-tenant-sync")),
             "shared-worker": Pod.of(find(logical, "Deployment", "facegate-worker")),
+            "short-lane": Pod.of(find(logical, "Deployment", "facegate-worker-short")),
             "tenant-a-worker": Pod.of(find(tenant_a, "Deployment", "facegate-worker")),
             "knative-tenant-rare": Pod.of(find(tenant_rare, "Service", "facegate")),
         }
@@ -240,6 +241,10 @@ def test_tenant_sync_applied_the_config_map(deployment: Deployment) -> None:
     assert {"demo", "studio-pro-01", "tenant-a", "tenant-rare"} <= ids
 
 
+#: The shared workers of the logical namespace: the general one and the short-job lane.
+WORKERS = ("shared-worker", "short-lane")
+
+
 def _key(deployment: Deployment, tenant: str, scopes: str | None = None) -> str:
     """`facegate key create` (with ``--scopes`` when given) in a container of the api's pod
     contract."""
@@ -300,8 +305,22 @@ def test_a_job_goes_api_container_to_shared_worker_container_to_result(
     deployment: Deployment,
 ) -> None:
     job = _run_job(deployment, "demo")
-    worker_logs = deployment.cluster.logs(deployment.workloads["shared-worker"].name)
-    assert job["id"] in worker_logs
+    # A one-face image is a short job: the general worker or the short lane takes it.
+    logs = [deployment.cluster.logs(deployment.workloads[key].name) for key in WORKERS]
+    assert sum(job["id"] in log for log in logs) == 1
+
+
+def test_the_short_lane_container_claims_as_a_short_lane(deployment: Deployment) -> None:
+    def lanes(key: str) -> list[str]:
+        logs = deployment.cluster.logs(deployment.workloads[key].name)
+        return [
+            json.loads(line[line.index("{") :])["lane"]
+            for line in logs.splitlines()
+            if '"worker.started"' in line
+        ]
+
+    assert lanes("short-lane") == ["short"]
+    assert lanes("shared-worker") == ["any"]
 
 
 def test_a_model_uploaded_to_the_api_container_runs_on_a_worker_container(
@@ -338,7 +357,8 @@ def test_a_model_uploaded_to_the_api_container_runs_on_a_worker_container(
             ),
         )
     assert job["status"] == "succeeded", job
-    assert job["id"] in deployment.cluster.logs(deployment.workloads["shared-worker"].name)
+    logs = [deployment.cluster.logs(deployment.workloads[key].name) for key in WORKERS]
+    assert sum(job["id"] in log for log in logs) == 1
     bucket = urlsplit(deployment.secret["storage-url"]).netloc
     s3 = boto3.client(
         "s3", endpoint_url=moto, region_name="us-east-1",
@@ -352,7 +372,8 @@ def test_a_model_uploaded_to_the_api_container_runs_on_a_worker_container(
 def test_a_physical_tenants_job_runs_on_its_own_worker_container(deployment: Deployment) -> None:
     job = _run_job(deployment, "tenant-a")
     assert job["id"] in deployment.cluster.logs(deployment.workloads["tenant-a-worker"].name)
-    assert job["id"] not in deployment.cluster.logs(deployment.workloads["shared-worker"].name)
+    for key in WORKERS:
+        assert job["id"] not in deployment.cluster.logs(deployment.workloads[key].name)
 
 
 def test_the_cuda_variant_holds_onnxruntime_gpu_and_the_nvidia_libraries() -> None:
