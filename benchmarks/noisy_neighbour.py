@@ -247,8 +247,12 @@ def run_phases(
 ) -> dict[str, Phase]:
     phases = {"light alone": Phase(), "heavy alone": Phase(), "together": Phase()}
     with httpx.Client(base_url=base, timeout=120) as client:
-        for _ in range(2):  # warm-up: models loaded in every worker process
-            light_job(client, keys["light"], Phase())
+        # Warm-up: models loaded in every worker process (the short lane and the general
+        # workers: jobs sent at once, so that more than one worker takes one), twice.
+        for _ in range(2):
+            warm = [submit(client, keys["light"], LIGHT_TARGET, {}, LIGHT_SOURCE) for _ in range(4)]
+            for job in warm:
+                wait_finished(client, keys["light"], job)
         phase = phases["light alone"]
         with polling(base, keys["light"], phase):
             for _, _tick in zip(range(light), paced(every), strict=False):
