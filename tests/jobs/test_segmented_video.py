@@ -22,6 +22,8 @@ from facegate.engine.runtime import EngineRuntime
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.jobs.repository import JobRepository
 from facegate.jobs.tables import Job
+from facegate.observability.audit import MODERATION_ALLOWED
+from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.marker import marker_for
 from facegate.queue.claim import LockingClaimer
 from facegate.queue.outcomes import RenderedPart
@@ -222,6 +224,18 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     part_seconds = sum(p.compute_seconds or 0.0 for p in parts)
     assert part_seconds > 0
     assert part_seconds < record.compute_seconds < part_seconds + 10
+    # Moderation's audit: under the job, what each part checked (its own input frames, its
+    # output frames) — nothing of it is lost because it ran in parts.
+    with session_scope(setup.sessions, read_only=True) as session:
+        audited = session.scalars(
+            select(AuditEvent).where(
+                AuditEvent.target == f"job:{job_id}", AuditEvent.action == MODERATION_ALLOWED
+            )
+        ).all()
+    by_part = {event.details.get("part"): event.details["allowed"] for event in audited}
+    assert {index: by_part.get(index) for index in range(3)} == {
+        index: ["target video", "output"] for index in range(3)
+    }
 
 
 def frames_of(data: bytes) -> list[Any]:

@@ -66,6 +66,18 @@ class StartedJob:
 
 
 @dataclass(frozen=True)
+class ModerationRecord:
+    """What content moderation decided in one job, for its audit: the items checked and
+    allowed, the one refused (the job failed), and for each source image the decision it
+    used (``{"decision": id, "made_for": "job:<id>"}``: a batch's items share the decision
+    made for the first of them on the same bytes)."""
+
+    allowed: tuple[str, ...] = ()
+    refused: str | None = None
+    decisions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RenderedPart:
     """A part's render, to store until the assembly: the file (in its scratch folder), its
     frames, the compute seconds it took."""
@@ -76,22 +88,13 @@ class RenderedPart:
     content_type: str
     frames: int
     compute_seconds: float
+    # What its moderation checked and allowed (its own input frames, its output frames):
+    # audited under its job when the part is stored.
+    moderation: ModerationRecord = field(default_factory=ModerationRecord)
 
     def discard(self) -> None:
         """Delete the render's scratch folder (stored or not)."""
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class ModerationRecord:
-    """What content moderation decided in one job, for its audit: the items checked and
-    allowed, the one refused (the job failed), and for each source image the decision it
-    used (``{"decision": id, "made_for": "job:<id>"}``: a batch's items share the decision
-    made for the first of them on the same bytes)."""
-
-    allowed: tuple[str, ...] = ()
-    refused: str | None = None
-    decisions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,7 @@ class JobOutcomes:
                 if not done:
                     raise _LeaseLost
                 ended = segments.part_ended(session, part, "succeeded", rendered.compute_seconds)
+                audit_moderation(session, part, rendered.moderation)
         except _LeaseLost:
             return None
         return ended.change
@@ -389,12 +393,15 @@ def audit_moderation(session: Session, job: Job, record: ModerationRecord) -> No
         return
     if record.decisions:
         details["decisions"] = {what: dict(used) for what, used in record.decisions.items()}
+    details["kind"] = job.kind
+    if job.parent_id is not None:  # a part of a segmented video: audited under its job
+        details["part"] = int(segments.segment_of(job)["index"])
     record_audit(
         session,
         MODERATION_ACTOR,
         action,
-        f"job:{job.id}",
-        {**details, "kind": job.kind},
+        f"job:{job.parent_id or job.id}",
+        details,
         tenant_id=job.tenant_id,
     )
 

@@ -268,6 +268,7 @@ def run_part(
         content_type=MEDIA_TYPES[fmt],
         frames=result.frames,
         compute_seconds=time.perf_counter() - started,
+        moderation=checks.record,
     )
 
 
