@@ -140,20 +140,18 @@ def _ares_down(filters: int, below: list[Any]) -> list[Any]:
     return [("relu", 0), ("add_prev", 2), ("avg_pool", (2, 2)), ("skip", 1), *inner]
 
 
+#: The levels from the input side (alevel4 .. alevel0): filters, whether the level starts
+#: with a strided ``ares_down``, and how many plain ``ares`` blocks follow.
+LEVELS = ((32, False, 3), (64, True, 3), (128, True, 2), (256, True, 2), (256, True, 0))
+
+
 def _network() -> list[Any]:
     net: list[Any] = [("max_pool", (3, 2)), ("relu", 0), ("affine", 0), ("con", (32, 2))]
-    for _ in range(3):
-        net = _ares(32, net)
-    net = _ares_down(64, net)
-    for _ in range(3):
-        net = _ares(64, net)
-    net = _ares_down(128, net)
-    for _ in range(2):
-        net = _ares(128, net)
-    net = _ares_down(256, net)
-    for _ in range(2):
-        net = _ares(256, net)
-    net = _ares_down(256, net)
+    for filters, down, blocks in LEVELS:
+        if down:
+            net = _ares_down(filters, net)
+        for _ in range(blocks):
+            net = _ares(filters, net)
     return [("fc", 128), ("avg_pool", (0, 0)), *net]
 
 
