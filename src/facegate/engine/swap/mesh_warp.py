@@ -476,6 +476,7 @@ class MeshWarpBackend:
         keep_glasses = self.tuning.keep_glasses and options.glasses == "keep"
         frames = frames_box(region, full_points) if keep_glasses else None
         kept = None if frames is None else region[_rows_cols(frames[0])].copy()
+        stage("glasses")
         if options.mask == "poisson":
             region[...] = poisson_blend(base, face, full_mask, options.blend)
         else:
