@@ -220,7 +220,10 @@ def _evidence_found(image: Frame, points: FloatArray) -> bool:
     for (cx, cy), (ax, ay) in ellipses:
         corners.append(np.array([[cx - ax, cy - ay], [cx + ax, cy + ay]], np.int32))
     lo, hi = np.concatenate(corners).min(axis=0), np.concatenate(corners).max(axis=0)
-    reach = _kernel_size(eyes) + max(1, round(0.06 * eyes)) + 3
+    # A line at a pixel reads the image up to the kernel's side away (a closing: a dilation,
+    # then an erosion); the features' growth reaches no further than that.
+    grow = max(1, round(0.06 * eyes))
+    reach = max(_kernel_size(eyes), grow + 1) + 1
     x0, y0 = max(0, int(lo[0]) - reach), max(0, int(lo[1]) - reach)
     x1 = min(image.shape[1], int(hi[0]) + reach + 1)
     y1 = min(image.shape[0], int(hi[1]) + reach + 1)
@@ -231,7 +234,7 @@ def _evidence_found(image: Frame, points: FloatArray) -> bool:
     moved[:, 0] -= x0
     moved[:, 1] -= y0
     lines, _ = _lines(box, moved, eyes)
-    features = _features(moved, (y1 - y0, x1 - x0), max(1, round(0.06 * eyes)))
+    features = _features(moved, (y1 - y0, x1 - x0), grow)
     return has_glasses(lines, moved, eyes, features)
 
 
