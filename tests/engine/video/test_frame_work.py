@@ -49,39 +49,18 @@ class _Screen:
         self.screen.close()
 
 
-def test_a_frame_costs_one_tracked_mesh_and_two_whole_frame_conversions(
-    face_engine: EngineRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _frame_work(face_engine: EngineRuntime, tmp_path: Path) -> tuple[Counter[str], int, int]:
+    """Run the clip through the service's chain: (what was counted, frames, checked frames).
+    Call with ``cv2``, ``CropMesh``, ``watermark`` and ``screening`` patched by the caller."""
     src = create_clip(tmp_path / "in.mp4", seconds=SECONDS, width=WIDTH, height=HEIGHT, fps=FPS)
-    counts: Counter[str] = Counter()
-    whole = WIDTH * HEIGHT
-
-    def counted(name: str, work: Any, pixels: bool = False) -> Any:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            if not pixels or args[0].shape[0] * args[0].shape[1] >= whole:
-                counts[name] += 1
-            return work(*args, **kwargs)
-
-        return run
-
-    # every colour conversion of a whole frame (or of its I420 planes), in any module
-    monkeypatch.setattr(cv2, "cvtColor", counted("whole-frame conversion", cv2.cvtColor, True))
-    monkeypatch.setattr(CropMesh, "run", counted("tracked mesh", CropMesh.run))
-    monkeypatch.setattr(
-        watermark, "watermark_delta", counted("watermark embed", watermark.watermark_delta)
-    )
-    monkeypatch.setattr(
-        screening, "forward_open_nsfw", counted("classifier batch", screening.forward_open_nsfw)
-    )
-
     spec = PipelineSpec.model_validate(
         {"processors": ["face_swapper"], "selector": {"mode": "one"}}
     )
     pipeline = face_engine.pipeline(spec)
     ctx = pipeline.prepare([cv2.imread(str(SOURCE), cv2.IMREAD_COLOR)])
-    options = TrackerOptions(fps=FPS)
-    work = VideoSwap(pipeline, ctx, options)
-    detect = counted("detection", pipeline.analyser.analyse)
+    work = VideoSwap(pipeline, ctx, TrackerOptions(fps=FPS))
+    counts: Counter[str] = Counter()
+    detect = _counted(counts, "detection", pipeline.analyser.analyse)
     work.tracker.analyser = type("Counted", (), {"analyse": staticmethod(detect)})()  # type: ignore[assignment]
     screen = VideoScreen(Moderator(face_engine.hub), "output", ModerationPolicy())
     bits = np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8)
@@ -95,19 +74,75 @@ def test_a_frame_costs_one_tracked_mesh_and_two_whole_frame_conversions(
         result = process_video(src, tmp_path / "out.mp4", stages, VideoOptions())
     finally:
         work.close()
-    frames = result.frames
-    assert frames == SECONDS * FPS
-    checked = len(screen.checked)
-    assert checked >= math.ceil(frames / screening.gap_frames(ModerationPolicy().video_gap_seconds))
+    return counts, result.frames, len(screen.checked)
 
-    # Faces: a full detection on keyframes only, one tracked mesh a frame in between.
-    keyframes = math.ceil(frames / options.detect_every)
-    assert counts["detection"] <= keyframes
-    assert counts["tracked mesh"] <= frames
-    # The watermark's pattern is made once per refresh, added to the frames in between.
-    assert counts["watermark embed"] <= math.ceil(frames / VideoWatermark.REFRESH_FRAMES)
-    # Moderation scores its frames in batches, not one call a frame.
-    assert counts["classifier batch"] <= math.ceil(checked / screening.BATCH)
-    # Whole-frame colour conversions: the decoded picture to BGR and back for the encoder,
-    # plus one for each keyframe's detection and each frame moderation checks.
-    assert counts["whole-frame conversion"] <= 2 * frames + keyframes + checked
+
+def _counted(counts: Counter[str], name: str, work: Any, pixels: int = 0) -> Any:
+    """``work``, counting its calls as ``name`` (with ``pixels``: only the calls whose first
+    argument, an image, has at least that many pixels)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not pixels or args[0].shape[0] * args[0].shape[1] >= pixels:
+            counts[name] += 1
+        return work(*args, **kwargs)
+
+    return run
+
+
+def _count_work(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
+    # every colour conversion of a whole frame (or of its I420 planes), in any module
+    whole = WIDTH * HEIGHT
+    monkeypatch.setattr(cv2, "cvtColor", _counted(counts, "conversion", cv2.cvtColor, whole))
+    monkeypatch.setattr(CropMesh, "run", _counted(counts, "tracked mesh", CropMesh.run))
+    embed = _counted(counts, "watermark embed", watermark.watermark_delta)
+    monkeypatch.setattr(watermark, "watermark_delta", embed)
+    batch = _counted(counts, "classifier batch", screening.forward_open_nsfw)
+    monkeypatch.setattr(screening, "forward_open_nsfw", batch)
+
+
+def _over_budget(counts: Counter[str], frames: int, checked: int) -> list[str]:
+    """What a frame's work exceeds, by name (empty: every count within its budget)."""
+    keyframes = math.ceil(frames / TrackerOptions().detect_every)
+    budget = {
+        # faces: a full detection on keyframes only, one tracked mesh a frame in between
+        "detection": keyframes,
+        "tracked mesh": frames,
+        # the watermark's pattern made once per refresh, added to the frames in between
+        "watermark embed": math.ceil(frames / VideoWatermark.REFRESH_FRAMES),
+        # moderation scores its frames in batches, not one call a frame
+        "classifier batch": math.ceil(checked / screening.BATCH),
+        # whole-frame colour conversions: the decoded picture to BGR and back for the
+        # encoder, plus one for each keyframe's detection and each frame moderation checks
+        "conversion": 2 * frames + keyframes + checked,
+    }
+    return [name for name, most in budget.items() if counts[name] > most]
+
+
+def test_a_frame_costs_one_tracked_mesh_and_two_whole_frame_conversions(
+    face_engine: EngineRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts: Counter[str] = Counter()
+    _count_work(monkeypatch, counts)
+    found, frames, checked = _frame_work(face_engine, tmp_path)
+    counts.update(found)
+    assert frames == SECONDS * FPS
+    gap = screening.gap_frames(ModerationPolicy().video_gap_seconds)
+    assert checked >= math.ceil(frames / gap)  # the coverage moderation guarantees
+    assert counts["tracked mesh"] > 0
+    assert counts["watermark embed"] > 0
+    assert _over_budget(counts, frames, checked) == []
+
+
+def test_the_count_catches_per_frame_work(
+    face_engine: EngineRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planted: the watermark's pattern made afresh for every frame, and the classifier
+    called once per checked frame: the budget names both."""
+    counts: Counter[str] = Counter()
+    _count_work(monkeypatch, counts)
+    monkeypatch.setattr(VideoWatermark, "REFRESH_FRAMES", 1)
+    monkeypatch.setattr(screening, "BATCH", 1)
+    found, frames, checked = _frame_work(face_engine, tmp_path)
+    counts.update(found)
+    monkeypatch.undo()  # the budget as the code sets it
+    assert _over_budget(counts, frames, checked) == ["watermark embed", "classifier batch"]
