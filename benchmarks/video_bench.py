@@ -12,7 +12,8 @@ moderation (``engine.screening``) as the frames pass.
 Per-stage breakdown (issue 28), wall ms per frame summed over the threads that run the stage
 (render runs on ``--workers`` threads at once, so the stages add up to more than the frame's
 share of the wall clock), and beside it the CPU ms of the threads that ran it (steadier on a
-shared machine; the swap's helper thread is not in its caller's CPU): decode (a decode-only
+shared machine; the swap's helper thread is not in its caller's CPU, nor are mediapipe's and
+onnxruntime's own threads in the tracker's and the classifier's): decode (a decode-only
 pass of the clip), encode (the floor's wall minus that: the colour conversion for the
 encoder, x264, the muxer and the output file's store: the rename into place), track (the
 analyse stage) split into detect (the keyframes' full detection) and mesh (the tracked mesh
