@@ -11,12 +11,16 @@ moderation (``engine.screening``) as the frames pass.
 
 Per-stage breakdown (issue 28), wall ms per frame summed over the threads that run the stage
 (render runs on ``--workers`` threads at once, so the stages add up to more than the frame's
-share of the wall clock): decode (a decode-only pass of the clip), encode (the floor's wall
-minus that), track (the analyse stage: keyframe detection and the tracked mesh), swap (the
-render stage) and the swap's own stages (reshape/outline, raster, bands, mask, colour,
-blend), watermark and moderation.
+share of the wall clock), and beside it the CPU ms of the threads that ran it (steadier on a
+shared machine; the swap's helper thread is not in its caller's CPU, nor are mediapipe's and
+onnxruntime's own threads in the tracker's and the classifier's): decode (a decode-only
+pass of the clip), encode (the floor's wall minus that: the colour conversion for the
+encoder, x264, the muxer and the output file's store: the rename into place), track (the
+analyse stage) split into detect (the keyframes' full detection) and mesh (the tracked mesh
+between them), swap (the render stage) and the swap's own stages (reshape/outline, raster,
+bands, mask, colour/tone, glasses check, blend), watermark and moderation.
 
-    .venv/bin/python benchmarks/video_bench.py [--seconds 6] [--sizes 720,1080]
+    .venv/bin/python benchmarks/video_bench.py [--seconds 6] [--sizes 720,1080] [--service-only]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from facegate.engine.screening import VideoScreen
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
 from facegate.engine.video import VideoOptions, process_video
+from facegate.engine.video.convert import FrameGeometry, decoded_to_bgr
 from facegate.engine.video.process import FrameStages
 from facegate.engine.video.swap import VideoSwap
 from facegate.engine.video.synth import ClipSpec, make_face_clip
@@ -62,10 +67,12 @@ def identity(frame: Frame) -> Frame:
 
 
 class StageClock:
-    """Wall seconds per stage, summed over every call on every thread."""
+    """Wall seconds per stage, summed over every call on every thread, and the CPU seconds
+    of the calling threads for the stages timed here (``timed``)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:
@@ -74,13 +81,23 @@ class StageClock:
 
     def timed(self, stage: str, work: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any) -> Any:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return work(*args)
             finally:
+                used = time.thread_time() - cpu
                 self.add(stage, time.perf_counter() - started)
+                with self._lock:
+                    self.cpu[stage] += used
 
         return run
+
+
+class TimedAnalyser:
+    """The tracker's keyframe detection (``FaceAnalyser.analyse``), timed as ``detect``."""
+
+    def __init__(self, analyser: Any, clock: StageClock) -> None:
+        self.analyse = clock.timed("detect", analyser.analyse)
 
 
 class TimedScreen:
@@ -97,11 +114,15 @@ class TimedScreen:
 
 
 def decode_only(src: Path) -> tuple[float, int]:
-    """(wall seconds, frames) of decoding the clip to BGR frames, nothing else."""
+    """(wall seconds, frames) of decoding the clip to BGR frames as a run does (its reader's
+    threading and colour conversion), nothing else."""
     started, frames = time.perf_counter(), 0
     with av.open(str(src)) as container:
-        for picture in container.decode(video=0):
-            picture.to_ndarray(format="bgr24")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        geometry = FrameGeometry(stream.width, stream.height, 0, False)
+        for picture in container.decode(stream):
+            decoded_to_bgr(picture, geometry)
             frames += 1
     return time.perf_counter() - started, frames
 
@@ -131,12 +152,15 @@ def full(
     started, cpu = time.perf_counter(), time.process_time()
     ctx = pipeline.prepare([source], on_stage=clock.add)
     work = VideoSwap(pipeline, ctx, tracker)
+    work.tracker.analyser = TimedAnalyser(work.tracker.analyser, clock)  # type: ignore[assignment]
     stages = FrameStages(
         render=clock.timed("swap", work.render), analyse=clock.timed("track", work.analyse)
     )
     if moderator is not None:
         bits = np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8)
         screen = VideoScreen(moderator, "output", ModerationPolicy())
+        # The classifier's batches, on the screen's own thread (a part of "moderation").
+        screen._score = clock.timed("moderation scoring", screen._score)  # type: ignore[method-assign]
         stages = FrameStages(
             render=stages.render,
             analyse=stages.analyse,
@@ -152,27 +176,42 @@ def full(
 
 
 #: The swap's stages (face_swapper.<stage>, ``engine_bench.SWAP_STAGES``), in their order.
-SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "blend")
+SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "glasses", "blend")
+#: The swap's target side, on its helper thread beside the stages above (when not busy).
+HELPER_STAGES = ("side.reshape", "side.shading")
 
 
 def print_breakdown(
     label: str, clock: StageClock, frames: int, decode: float, floor_s: float
 ) -> None:
-    """Each stage's wall ms per frame (summed over threads) and its share of the frame."""
+    """Each stage's wall ms per frame (summed over threads) and its share of the frame, with
+    the CPU ms of the threads that ran it where it was timed here."""
     per_frame = {stage: 1000 * seconds / frames for stage, seconds in clock.seconds.items()}
+    cpu = {stage: 1000 * seconds / frames for stage, seconds in clock.cpu.items()}
     per_frame["decode"] = 1000 * decode / frames
     per_frame["encode"] = max(0.0, 1000 * (floor_s - decode) / frames)
-    order = ["decode", "track", "swap", *(f"face_swapper.{s}" for s in SWAP_STAGES)]
-    order += ["watermark", "moderation", "encode"]
+    if "track" in per_frame:  # the tracked mesh: what the analyse stage did besides detecting
+        per_frame["mesh"] = per_frame["track"] - per_frame.get("detect", 0.0)
+        cpu["mesh"] = cpu.get("track", 0.0) - cpu.get("detect", 0.0)
+    inner = {"detect", "mesh", *(f"face_swapper.{s}" for s in (*SWAP_STAGES, *HELPER_STAGES))}
+    inner.add("moderation scoring")
+    order = ["decode", "track", "detect", "mesh", "swap"]
+    order += [f"face_swapper.{s}" for s in (*SWAP_STAGES, *HELPER_STAGES)]
+    order += ["watermark", "moderation", "moderation scoring", "encode"]
     total = sum(per_frame.get(stage, 0.0) for stage in ("decode", "track", "swap", "encode"))
     total += per_frame.get("watermark", 0.0) + per_frame.get("moderation", 0.0)
-    print(f"  {label}: stages, wall ms per frame summed over threads (share of their sum)")
+    print(
+        f"  {label}: stages, wall ms per frame summed over threads (share of their sum), "
+        "CPU ms of the threads that ran them"
+    )
     for stage in order:
         if stage in per_frame:
             name = stage.removeprefix("face_swapper.")
-            indent = 6 if stage.startswith("face_swapper.") else 4
+            indent = 6 if stage in inner else 4
             ms = per_frame[stage]
-            print(f"{' ' * indent}{name:{22 - indent}s} {ms:7.2f} ms  {100 * ms / total:5.1f} %")
+            used = f"  cpu {cpu[stage]:6.2f} ms" if stage in cpu else ""
+            line = f"{' ' * indent}{name:{22 - indent}s} {ms:7.2f} ms  {100 * ms / total:5.1f} %"
+            print(line + used)
 
 
 def main() -> None:
@@ -181,6 +220,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="720,1080")
     parser.add_argument("--presets", default="veryfast,superfast")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--service-only",
+        action="store_true",
+        help="the floor and (c) only: skip the two trackers' comparison (b)",
+    )
     parser.add_argument(
         "--default-allocator",
         action="store_true",
@@ -216,6 +260,8 @@ def main() -> None:
                 )
                 results = {}
                 for name, tracker in TRACKERS.items():
+                    if args.service_only:
+                        break
                     clock = StageClock()
                     fps, cpu = full(pipeline, src, dst, preset, args.workers, tracker, clock)
                     results[name] = (fps, cpu)
@@ -223,11 +269,12 @@ def main() -> None:
                         f"{size}p {preset:9s} (b) full, {name:13s} {fps:6.1f} fps"
                         f"  cpu {cpu:5.1f} ms/frame  = {fps / base:.2f} x floor  {load_average()}"
                     )
-                (old_fps, old_cpu), (new_fps, new_cpu) = results.values()
-                print(
-                    f"{size}p {preset:9s} tracking vs static: {new_fps / old_fps:.2f}x fps,"
-                    f" {old_cpu / new_cpu:.2f}x less CPU per frame"
-                )
+                if results:
+                    (old_fps, old_cpu), (new_fps, new_cpu) = results.values()
+                    print(
+                        f"{size}p {preset:9s} tracking vs static: {new_fps / old_fps:.2f}x fps,"
+                        f" {old_cpu / new_cpu:.2f}x less CPU per frame"
+                    )
                 clock = StageClock()
                 fps, cpu = full(
                     pipeline, src, dst, preset, args.workers, TrackerOptions(), clock, moderator

@@ -436,6 +436,15 @@ class MeshWarpBackend:
             full_mask = np.asarray(enlarged, np.float32)
         stage("mask")
 
+        # The target's glasses stay whole in front of the new face, where they were: looked
+        # for on the region as it came (nothing is pasted before the blend), here, where
+        # this thread would otherwise wait for the helper's target side.
+        region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
+        keep_glasses = self.tuning.keep_glasses and options.glasses == "keep"
+        frames = frames_box(region, full_points) if keep_glasses else None
+        kept = None if frames is None else region[_rows_cols(frames[0])].copy()
+        stage("glasses")
+
         # The target side (the helper's; not started yet, the helper being busy with other
         # swaps: this thread's): the colour stage includes waiting for it.
         side = target_side() if pending is None or pending.cancel() else pending.result()
@@ -471,11 +480,6 @@ class MeshWarpBackend:
 
         if scaled:
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
-        region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
-        # The target's glasses stay whole in front of the new face, where they were.
-        keep_glasses = self.tuning.keep_glasses and options.glasses == "keep"
-        frames = frames_box(region, full_points) if keep_glasses else None
-        kept = None if frames is None else region[_rows_cols(frames[0])].copy()
         if options.mask == "poisson":
             region[...] = poisson_blend(base, face, full_mask, options.blend)
         else:
