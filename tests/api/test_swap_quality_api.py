@@ -5,6 +5,8 @@ policy keeps it (flagged), leaves it untouched or fails the job naming the face.
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -14,6 +16,8 @@ from tests.api.jobhelpers import DEBUG_TENANT_POLICY, submit, wait_terminal
 from tests.testdata import FACES
 
 from facegate.engine.identity import available
+from facegate.engine.video.quality import SAMPLED_FRAMES
+from facegate.engine.video.synth import ClipSpec, make_face_clip
 from facegate.observability.metrics import SWAP_IDENTITY
 from facegate.worker.embedded import workers_service
 
@@ -111,3 +115,49 @@ async def test_every_swapped_face_has_a_quality_report(make_client: Any) -> None
         # A transferred face does not fail the job.
         ok = await run_job(h, "fail", FRONTAL)
         assert ok["status"] == "succeeded", ok
+
+
+async def test_a_videos_sampled_frames_have_quality_reports(
+    make_client: Any, tmp_path: Path
+) -> None:
+    """A video job's result lists the swapped face of a few sampled frames (not every frame:
+    the recogniser costs ~0.1 s a pass), each an image report with its frame's index."""
+    clip = tmp_path / "clip.mp4"
+    frames = make_face_clip(
+        clip, FACES / FRONTAL, ClipSpec(seconds=2.0, fps=10, width=320, height=240, audio=False)
+    )
+    async with make_client(services=[workers_service], workers=1) as h:
+        h.create_tenant("video", **DEBUG_TENANT_POLICY)
+        headers = h.headers("video")
+        before = observed("video", "transferred")
+        started = time.perf_counter()
+        response = await h.client.post(
+            "/v1/jobs",
+            headers=headers,
+            files=[
+                ("source", ("s.png", photo(SOURCE), "image/png")),
+                ("target", ("clip.mp4", clip.read_bytes(), "video/mp4")),
+            ],
+            data={"options": json.dumps({"processors": ["face_swapper"]})},
+        )
+        assert response.status_code == 202, response.text
+        job = await wait_terminal(h.client, headers, response.json()["id"])
+        print(f"video job of {frames} frames: {time.perf_counter() - started:.1f} s")
+        assert job["status"] == "succeeded", job
+        reports = job["result"]["quality"]
+        sampled = sorted({face["frame"] for face in reports})
+        # One face in every frame: one report per span of the clip, spread over its length.
+        assert len(sampled) == SAMPLED_FRAMES == len(reports), reports
+        span = frames / SAMPLED_FRAMES
+        for k, index in enumerate(sampled):
+            assert (k + 0.5) * span <= index < (k + 1) * span, sampled
+        for face in reports:
+            assert face["verdict"] == "transferred", face
+            assert face["d_source"] < 0.6 < face["d_target"]
+            assert face["tone"] is not None
+            assert face["action"] == "kept"
+            assert abs(face["yaw"]) < 30
+        assert observed("video", "transferred") == before + len(reports)
+        # An image job's faces carry no frame.
+        image = await run_job(h, "video", FRONTAL)
+        assert [face["frame"] for face in image["result"]["quality"]] == [None]

@@ -31,8 +31,9 @@ from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, FloatArray, Frame
 from facegate.engine.video.census import border_handovers
 from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
-from facegate.engine.video.probe import VideoLimits, probe_video
+from facegate.engine.video.probe import VideoInfo, VideoLimits, probe_video
 from facegate.engine.video.process import FrameInspector, process_video
+from facegate.engine.video.quality import QualitySampler
 from facegate.engine.video.reader import InputInspector
 from facegate.engine.video.swap import Handover, VideoSwap
 
@@ -297,6 +298,7 @@ class Pipeline:
         inspect_frames: FrameInspector | None = None,
         handover: Sequence[Handover] = (),
         inspect_input: InputInspector | None = None,
+        reports: list[dict[str, Any]] | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
         nothing appears at ``dst`` unless the run completes). See ``engine.video``.
@@ -305,7 +307,10 @@ class Pipeline:
         moderation of the output, before anything is encoded into place). ``handover``: a
         part of a segmented run, the decisions of the people in view at its first frame
         (``border_handovers``). ``inspect_input`` sees each input frame as it is decoded
-        (the service's moderation of the input video, without a decode of its own)."""
+        (the service's moderation of the input video, without a decode of its own).
+        ``reports`` receives the quality report of each swapped face of a few sampled frames
+        (``engine/video/quality.py``), each with its ``frame``; none where the pipeline swaps
+        nothing or the recogniser is not installed."""
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
         ctx = self.prepare(
             sources,
@@ -314,7 +319,12 @@ class Pipeline:
             cancel=cancel,
             model_request=model_request,
         )
-        work = VideoSwap(self, ctx, TrackerOptions(fps=float(info.fps)), handover=handover)
+        sampler = None
+        if reports is not None and "face_swapper" in self.spec.processors and identity_available():
+            sampler = QualitySampler(_frames_run(info, options))
+        work = VideoSwap(
+            self, ctx, TrackerOptions(fps=float(info.fps)), handover=handover, quality=sampler
+        )
         try:
             stages = dataclasses.replace(
                 work.stages(),
@@ -322,9 +332,12 @@ class Pipeline:
                 inspect=inspect_frames,
                 inspect_input=inspect_input,
             )
-            return process_video(src, dst, stages, options, on_progress, ctx.cancel, limits)
+            result = process_video(src, dst, stages, options, on_progress, ctx.cancel, limits)
         finally:
             work.close()
+        if reports is not None and sampler is not None:
+            reports.extend(sampler.as_json())
+        return result
 
     def handovers(
         self,
@@ -351,3 +364,12 @@ class Pipeline:
             model_request=model_request,
         )
         return border_handovers(src, self, ctx, borders, TrackerOptions(fps=fps), size)
+
+
+def _frames_run(info: VideoInfo, options: VideoOptions | None) -> int:
+    """How many frames of a video a run with ``options`` processes (about: from its
+    duration when the options cut it)."""
+    if options is None or (options.start == 0.0 and options.end is None):
+        return info.frames
+    end = info.duration if options.end is None else min(options.end, info.duration)
+    return max(1, round((end - options.start) * float(info.fps)))

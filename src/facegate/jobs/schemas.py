@@ -37,6 +37,9 @@ class FaceQuality(BaseModel):
     pitch: float
     verdict: Literal["transferred", "weak", "not transferred"]
     action: Literal["kept", "untouched"] = "kept"
+    frame: int | None = Field(
+        default=None, description="A video's sampled frame, from 0 (null for an image)"
+    )
 
 
 class JobResult(BaseModel):

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from facegate.engine.image import ImageLimits, LoadedImage, load_image
 from facegate.engine.moderation import ModerationPolicy
@@ -27,6 +27,7 @@ from facegate.jobs.policy import check_spec_allowed
 from facegate.jobs.tables import Job
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
 from facegate.models.requests import model_request_for
+from facegate.observability.metrics import observe_swap_quality
 from facegate.storage.tenant import Kind, TenantStore
 from facegate.tenancy.tables import Policy
 from facegate.worker.moderation import JOB_MODERATION, JobModeration, ModerationDecisions
@@ -176,6 +177,7 @@ def run_video_job(
         fmt = output_format(info)
         dst = folder / f"result.{fmt}"
         on_progress(0.0, "analyse")
+        reports: list[dict[str, Any]] = []
         result = engine.pipeline(spec).run_video(
             [s.frame for s in sources],
             target,
@@ -192,12 +194,14 @@ def run_video_job(
             inspect_frames=moderation.output_inspector(),
             # each input frame as decoded (no decode of its own)
             inspect_input=moderation.input_inspector("target video"),
+            reports=reports,  # the swapped faces of a few sampled frames
         )
         target.unlink()  # the input copy is not needed any more; the result stays
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     source_pixels = sum(s.width * s.height for s in sources)
+    observe_swap_quality(job.tenant_id, ((r["d_source"], r["verdict"]) for r in reports))
     return JobOutput(
         data=dst,
         scratch=folder,
@@ -209,4 +213,5 @@ def run_video_job(
         input_pixels=source_pixels + info.width * info.height * info.frames,
         input_bytes=input_bytes,
         moderation=moderation.record,
+        quality=reports,
     )

@@ -22,10 +22,12 @@ from facegate.engine.errors import InvalidOptions
 from facegate.engine.faces import FaceAnalyser, box_iou
 from facegate.engine.identity import IdentityDescriber
 from facegate.engine.processors.base import JobContext
+from facegate.engine.report import FaceReport
 from facegate.engine.selection import SelectorSpec, select_faces
 from facegate.engine.tracking import FaceTracker, TrackerOptions, mesh_box
 from facegate.engine.types import Face, Frame
 from facegate.engine.video.process import FrameStages
+from facegate.engine.video.quality import QualitySampler
 
 
 class FramePipeline(Protocol):
@@ -46,6 +48,8 @@ class FramePipeline(Protocol):
         selected: Sequence[tuple[int, Face]] | None = None,
     ) -> Frame: ...
 
+    def face_reports(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]: ...
+
 
 @dataclass
 class FrameFaces:
@@ -53,6 +57,8 @@ class FrameFaces:
 
     faces: list[Face]
     selected: list[tuple[int, Face]]
+    # The frame's index, when its swapped faces are to be reported (``QualitySampler``).
+    report: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,10 @@ class VideoSwap:
         tracker_options: TrackerOptions | None = None,
         *,
         handover: Sequence[Handover] = (),
+        quality: QualitySampler | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.quality = quality  # reports the swapped faces of a few frames
         self.ctx = ctx
         self.options = tracker_options or TrackerOptions()
         self.tracker = FaceTracker(pipeline.analyser, self.options)
@@ -137,7 +145,9 @@ class VideoSwap:
             fresh = select_faces(self.ctx.source_faces, candidates, selector, self.reference_faces)
         except InvalidOptions:  # a mapping naming a face absent from this frame: decide later
             fresh = []
-        return FrameFaces(faces, self.sticky.select(fresh, faces))
+        selected = self.sticky.select(fresh, faces)
+        sampled = self.quality is not None and bool(selected) and self.quality.due(index)
+        return FrameFaces(faces, selected, index if sampled else None)
 
     def _take_handover(self, faces: Sequence[Face]) -> None:
         """On a part's first frame: each face that overlaps a handed-over one keeps its
@@ -156,4 +166,11 @@ class VideoSwap:
         if not found.faces and self.pipeline.faces_only:
             return frame  # no face: the frame passes through untouched
         ctx = copy.copy(self.ctx)  # per-frame faces, shared read-only job state
-        return self.pipeline.process_frame(frame, ctx, faces=found.faces, selected=found.selected)
+        if found.report is None or self.quality is None:
+            return self.pipeline.process_frame(
+                frame, ctx, faces=found.faces, selected=found.selected
+            )
+        original = frame.copy()  # processors may paste in place
+        result = self.pipeline.process_frame(frame, ctx, faces=found.faces, selected=found.selected)
+        self.quality.add(found.report, self.pipeline.face_reports(ctx, original, result))
+        return result
