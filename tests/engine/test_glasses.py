@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from tests.testdata import FACES
 
+from facegate.engine import mesh
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.swap.glasses import frame_evidence, frames_mask
 from facegate.engine.swap.mesh_warp import BEFORE_IDENTITY, MeshWarpBackend, Tuning
@@ -93,6 +94,30 @@ def test_a_sources_glasses_do_not_travel_onto_a_target_without_them(
     pasted = sum(frame_evidence(swap(photos, source, target, BEFORE_IDENTITY), face.landmarks))
     assert result <= own + 0.1, (own, result, pasted)
     assert pasted > result + 0.1, (own, result, pasted)
+
+
+def bridge_lightness(frame: Frame, face: Face) -> float:
+    """Mean L* (0-100) of a round patch on the nose bridge, between the eyes."""
+    points = face.landmarks[:, :2]
+    right, left = points[mesh.RIGHT_EYE].mean(axis=0), points[mesh.LEFT_EYE].mean(axis=0)
+    centre = (right + left) / 2 + 0.1 * (points[mesh.NOSE_TIP] - (right + left) / 2)
+    patch = np.zeros(frame.shape[:2], np.uint8)
+    radius = round(0.1 * float(np.linalg.norm(left - right)))
+    cv2.circle(patch, (round(float(centre[0])), round(float(centre[1]))), radius, (1,), -1)
+    light = cv2.cvtColor(frame, cv2.COLOR_BGR2Lab)[..., 0].astype(np.float32) * (100 / 255)
+    return float(light[patch > 0].mean())
+
+
+@pytest.mark.parametrize("target", BARE)
+def test_where_a_sources_glasses_were_painted_out_the_target_skin_shows(
+    photos: dict[str, tuple[Frame, Face]], target: str
+) -> None:
+    """The paint-out smears (its colour comes from around the frames: the man's bridge took
+    his lit nose's): where it is, the result shows the target's own skin. Measured: the bridge
+    within 1.5 L* of the target's; painted, it was 15-19 L* paler."""
+    frame, face = photos[target]
+    ours = swap(photos, GLASSES[0], target)
+    assert abs(bridge_lightness(ours, face) - bridge_lightness(frame, face)) <= 5.0
 
 
 def test_the_option_swap_leaves_glasses_to_the_swap(photos: dict[str, tuple[Frame, Face]]) -> None:

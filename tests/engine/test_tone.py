@@ -53,9 +53,10 @@ def swap(
     photos: dict[str, tuple[Frame, Face]],
     source: tuple[Frame, Face],
     target: str,
+    tuning: Tuning | None = None,
     **options: object,
 ) -> Frame:
-    backend = MeshWarpBackend()
+    backend = MeshWarpBackend(tuning or Tuning())
     opts = FaceSwapperOptions.model_validate(options)
     state = backend.prepare_source([source[1]], [source[0]], opts)
     frame, face = photos[target]
@@ -101,9 +102,10 @@ def test_the_figure_is_the_cie76_distance_of_the_cheeks(
 
 def test_the_swapped_cheeks_keep_the_targets_tone(photos: dict[str, tuple[Frame, Face]]) -> None:
     """On the three pairs whose skin differs most (among the worst of benchmarks/quality.py's
-    104, where the median is 3.5): each result's cheeks a CIE76 ΔE of at most 10 from the
-    target's (9.1, 7.4, 8.7 measured at this size; 14.9, 12.7, 12.4 with the source's
-    shading on the cheeks, ``skin_shading`` ``source``, which was the default before)."""
+    104, where the median is 3.3): each result's cheeks a CIE76 ΔE of at most 8.5 from the
+    target's (7.2, 6.9, 8.0 measured at this size; 9.1, 7.4, 8.7 with one tone offset for
+    the whole face, ``Tuning.tone_sigma`` 0, and none of the source's mid band on the skin;
+    14.9, 12.7, 12.4 with all of it and that one offset, ``skin_shading`` ``source``)."""
     ours, theirs = [], []
     for source, target in PAIRS:
         frame, face = photos[target]
@@ -114,9 +116,10 @@ def test_the_swapped_cheeks_keep_the_targets_tone(photos: dict[str, tuple[Frame,
         )
         out = swap(photos, photos[source], target)
         ours.append(tone_delta_e(out, frame, face.landmarks, aimed))
-        carried = swap(photos, photos[source], target, skin_shading="source")
+        one_offset = Tuning(tone_sigma=0.0)
+        carried = swap(photos, photos[source], target, one_offset, skin_shading="source")
         theirs.append(tone_delta_e(carried, frame, face.landmarks, aimed))
-    assert max(ours) <= 10.0, ours
+    assert max(ours) <= 8.5, ours
     for tone, carried in zip(ours, theirs, strict=True):
         assert tone <= 0.75 * carried, (ours, theirs)  # the figure sees the source's cheeks
 

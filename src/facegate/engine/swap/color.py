@@ -93,6 +93,9 @@ class Detail:
 
     fine: FloatArray
     mid: FloatArray | None = None
+    # Where the source's glasses were painted out (1 = a frame; ``glasses.remove_glasses``):
+    # the swap shows the target's own skin there, not the paint. None: no glasses.
+    hole: FloatArray | None = None
 
     def layers(self) -> list[npt.NDArray[Any]]:
         """The bands there are: fine, then mid."""
@@ -174,6 +177,7 @@ def match_lighting(
     mid: FloatArray | None = None,
     core: FloatArray | None = None,
     tone_zone: npt.NDArray[np.uint8] | None = None,
+    tone_sigma: float = 0.0,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
@@ -183,8 +187,9 @@ def match_lighting(
     band (the warped source's ``mid``, ``Detail.mid``, and a ``shading`` with one), the
     source's mid band is taken where ``core`` is 1 (well inside the face) and the target's
     where it is 0 (towards the mask edge). With ``tone_zone`` (non-zero on the skin away from
-    the features), the face is shifted by one L*a*b* offset so that its mean there is the
-    target's own (:func:`tone_offset`).
+    the features), the face's tone there is made the target's own: with ``tone_sigma`` (pixels)
+    at every place broader than that (:func:`tone_field`), else by one L*a*b* offset for the
+    whole face (:func:`tone_offset`).
     """
     base = shading.base
     if mid is not None and shading.mid is not None and core is not None:
@@ -205,7 +210,10 @@ def match_lighting(
     # views (or broadcast bounds): ~10x faster on a 400x340 face.
     chroma = 0.0 if grayscale_source else CHROMA_DETAIL
     out = cv2.add(cv2.multiply(detail, _scalar(gain, chroma, chroma)), base)
-    if tone_zone is not None:
+    if tone_zone is not None and tone_sigma > 0.0:
+        field = tone_field(np.asarray(out, np.float32), shading, tone_zone, tone_sigma)
+        out = cv2.subtract(out, field)
+    elif tone_zone is not None:
         out = cv2.subtract(out, tone_offset(np.asarray(out, np.float32), shading, tone_zone))
     # L* stays within [0, 100]; a* and b* are left as they are.
     out = cv2.min(out, _scalar(100.0, _UNBOUNDED, _UNBOUNDED))
@@ -230,6 +238,21 @@ def tone_offset(out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8]) 
     target = np.sum([cv2.mean(band, mask=zone)[:3] for band in own], axis=0)
     result = cv2.mean(out, mask=zone)[:3]
     return _scalar(*(float(r - t) for r, t in zip(result, target, strict=True)))
+
+
+def tone_field(
+    out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8], sigma: float
+) -> FloatArray:
+    """The local difference of ``out`` from the target's own L*a*b* over the skin of
+    ``zone``, low-passed at ``sigma`` (a normalised blur over the zone: the features' own
+    colours do not count): subtracted, the skin's tone is the target's at every place
+    broader than ``sigma``, every finer edge and shade the source brought stays."""
+    own = cv2.add(shading.base, shading.high)
+    if shading.mid is not None:
+        own = cv2.add(own, shading.mid)
+    diff = np.asarray(cv2.subtract(out, own), np.float32)
+    weight = np.asarray(zone, np.float32) * np.float32(1.0 - OUTSIDE_WEIGHT) + OUTSIDE_WEIGHT
+    return normalised_blurs(diff, np.asarray(weight, np.float32), (sigma,))[0]
 
 
 def _scalar(*values: float) -> Any:
