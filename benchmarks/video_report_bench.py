@@ -21,6 +21,9 @@ from typing import Any
 
 from benchkit import FACES, engine_runtime, load_average, read_frame
 from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.processors.base import JobContext
+from facegate.engine.report import FaceReport
+from facegate.engine.types import Frame
 from facegate.engine.video import VideoOptions
 from facegate.engine.video.synth import ClipSpec, make_face_clip
 
@@ -43,10 +46,10 @@ def main() -> None:
     spent: list[float] = []
     describe = pipeline.face_reports
 
-    def timed_reports(*args: Any) -> Any:
+    def timed_reports(ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]:
         cpu = time.thread_time()
         try:
-            return describe(*args)
+            return describe(ctx, target, result)
         finally:
             spent.append(time.thread_time() - cpu)
 
