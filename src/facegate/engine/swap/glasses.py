@@ -283,3 +283,24 @@ def remove_glasses(image: Frame, points: FloatArray) -> tuple[Frame, FloatArray 
     painted = cv2.inpaint(image, hard, max(3.0, eyes / 15), cv2.INPAINT_TELEA)
     hole = cv2.GaussianBlur(hard.astype(np.float32), (0, 0), max(0.5, eyes / 40))
     return np.asarray(painted, np.uint8), np.asarray(hole, np.float32)
+
+
+def remove_glasses_in_place(image: Frame, points: FloatArray) -> bool:
+    """Paint a face's glasses out of ``image`` in place (``remove_glasses`` on the box around
+    the glasses band only); False when there are none. A target's, for the option
+    ``glasses`` ``remove``: the swap then covers the painted face (its broad shading is all
+    the target side takes), and the frames' parts off the face are painted over."""
+    found = frames_box(image, points)
+    if found is None:
+        return False
+    x0, y0, x1, y1 = found[0]
+    eyes = float(np.linalg.norm(_centre(points, mesh.LEFT_EYE) - _centre(points, mesh.RIGHT_EYE)))
+    margin = round(eyes * (PAINT_GROW + 1 / 15)) + 2  # the paint's reach and its radius
+    x0, y0 = max(0, x0 - margin), max(0, y0 - margin)
+    x1, y1 = min(image.shape[1], x1 + margin), min(image.shape[0], y1 + margin)
+    moved = np.asarray(points, np.float32).copy()
+    moved[:, 0] -= x0
+    moved[:, 1] -= y0
+    painted, _ = remove_glasses(np.ascontiguousarray(image[y0:y1, x0:x1]), moved)
+    image[y0:y1, x0:x1] = painted
+    return True

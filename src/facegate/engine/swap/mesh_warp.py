@@ -37,7 +37,7 @@ from facegate.engine.swap.color import (
 )
 from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.geometry import FloatArray
-from facegate.engine.swap.glasses import frames_box, remove_glasses
+from facegate.engine.swap.glasses import frames_box, remove_glasses, remove_glasses_in_place
 from facegate.engine.swap.masks import face_mask, features_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.outline import displaced, displacement_field
@@ -254,7 +254,7 @@ class MeshWarpBackend:
         crop = np.ascontiguousarray(frame[y0:y1, x0:x1])
         points = (face.landmarks - np.array([x0, y0, 0], np.float32)).astype(np.float32)
         hole = None
-        if self.tuning.remove_source_glasses and options.glasses == "keep":
+        if self.tuning.remove_source_glasses and options.glasses != "swap":
             # a source's glasses never travel onto a target
             crop, hole = remove_glasses(crop, points)
         size = face_height(points)
@@ -313,6 +313,8 @@ class MeshWarpBackend:
         size, factors = work.size, work.factors
         full_shape = (y1 - y0, x1 - x0)
         full_target = frame[y0:y1, x0:x1]
+        if options.glasses == "remove":  # the target's glasses painted out, then swapped over
+            remove_glasses_in_place(full_target, full_points)
         shape = (size[1], size[0])
         unmoved = (full_points * factors).astype(np.float32)
         points = unmoved  # where the face goes: the target's mesh, or the reshaped one

@@ -38,8 +38,10 @@ class FaceSwapperOptions(ProcessorOptions):
       face's mean skin tone is the target's; ``source`` takes the source's shading there too
       (a little more of its identity, its cheeks' light and colour with it);
     - ``glasses`` (mesh_warp): ``keep`` (default) keeps a target's glasses whole in front of
-      the new face and paints a source's out before its face is taken; ``swap`` does
-      neither (the recogniser reads a little more of the source: its glasses come with it);
+      the new face and paints a source's out before its face is taken; ``remove`` paints
+      both out (the target's over the face and around it, then the swap covers the face);
+      ``swap`` does neither (the recogniser reads a little more of the source: its glasses
+      come with it);
     - ``mask_types`` (FaceFusion's ``face_mask_types``): ``box`` is the face region every
       backend pastes in (mesh_warp: the trimmed oval within the padding box; ONNX swappers:
       the padded box) and is always there; ``occlusion`` adds the occluder mask
@@ -56,7 +58,7 @@ class FaceSwapperOptions(ProcessorOptions):
     match_lighting: bool = True
     keep_outline: bool = False
     skin_shading: Literal["target", "source"] = "target"
-    glasses: Literal["keep", "swap"] = "keep"
+    glasses: Literal["keep", "remove", "swap"] = "keep"
     mask_types: tuple[Literal["box", "occlusion"], ...] = ("box",)
     # ONNX swappers only (FaceFusion's face_swapper_pixel_boost and face_swapper_weight):
     # the crop size the model's output is assembled to (a multiple of the model's size), and
