@@ -63,7 +63,7 @@ def make_tenant(url: str) -> str:
     return token
 
 
-async def stream(base: str, key: str, seconds: float, fps: float) -> ClientRun:
+async def stream(base: str, key: str, seconds: float, fps: float, marker: bool = True) -> ClientRun:
     source = base64.b64encode(SOURCE.read_bytes()).decode()
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         return await run_client(
@@ -74,6 +74,7 @@ async def stream(base: str, key: str, seconds: float, fps: float) -> ClientRun:
             seconds,
             fps=fps,
             keep=MARK_SAMPLES,
+            marker=marker,
         )
 
 
@@ -106,7 +107,22 @@ def report(name: str, run: ClientRun, key: bytes) -> None:
         f"  server: frames in {server.get('frames_in')}, out {server.get('frames_out')}, "
         f"dropped {server.get('frames_dropped')}; its own p95 {server.get('latency_ms')} ms"
     )
+    stages = server.get("stages_ms") or {}
+    if stages:
+        parts = "  ".join(f"{n} {v['p50']:.0f}/{v['p95']:.0f}" for n, v in stages.items())
+        print(f"  server stages ms p50/p95: {parts}")
+        inside = server.get("latency_ms") or 0.0
+        print(
+            f"  outside the server's engine path (p50, about): "
+            f"{1000 * statistics.median(latencies) - _p50_inside(stages):.0f} ms of the "
+            f"end-to-end p50 (both VP8 encodes and decodes, the network stack, the "
+            f"receivers; the server's own p95 {inside} ms)"
+        )
     print(f"  watermark read back from {marks} of {len(run.kept)} sampled received frames")
+
+
+def _p50_inside(stages: dict[str, dict[str, float]]) -> float:
+    return sum(v["p50"] for n, v in stages.items() if n != "send")
 
 
 def job_clip(folder: Path) -> Path:
@@ -115,7 +131,9 @@ def job_clip(folder: Path) -> Path:
     return path
 
 
-async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) -> ClientRun:
+async def with_job(
+    base: str, key: str, seconds: float, fps: float, clip: Path, marker: bool
+) -> ClientRun:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         submitted = await client.post(
@@ -128,7 +146,7 @@ async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) 
         )
         submitted.raise_for_status()
         job = submitted.json()["id"]
-        run = await stream(base, key, seconds, fps)
+        run = await stream(base, key, seconds, fps, marker)
         status = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
         print(f"\n  the job beside it: {status['status']}, progress {status.get('progress')}")
         return run
@@ -146,20 +164,21 @@ async def main_async(args: argparse.Namespace) -> None:
             base = f"http://127.0.0.1:{port}"
             await asyncio.to_thread(wait_healthy, base)
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
-            await stream(base, key, 3, args.fps)  # warm-up: models loaded, graphs built
+            marker = args.client_receiver == "marker"
+            await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
             if args.seconds:
-                one = await stream(base, key, args.seconds, args.fps)
+                one = await stream(base, key, args.seconds, args.fps, marker)
                 report("one stream", one, mark_key)
             if args.two_seconds:
                 pair = await asyncio.gather(
-                    stream(base, key, args.two_seconds, args.fps),
-                    stream(base, key, args.two_seconds, args.fps),
+                    stream(base, key, args.two_seconds, args.fps, marker),
+                    stream(base, key, args.two_seconds, args.fps, marker),
                 )
                 for n, run in enumerate(pair, 1):
                     report(f"two streams at once, stream {n}", run, mark_key)
             if args.job_seconds:
                 clip = await asyncio.to_thread(job_clip, folder)
-                beside = await with_job(base, key, args.job_seconds, args.fps, clip)
+                beside = await with_job(base, key, args.job_seconds, args.fps, clip, marker)
                 report("one stream beside a video job", beside, mark_key)
         finally:
             stop_all([server])
@@ -171,6 +190,14 @@ def main() -> None:
     parser.add_argument("--two-seconds", type=float, default=30.0, help="two (0: skip)")
     parser.add_argument("--job-seconds", type=float, default=30.0, help="beside a job (0: skip)")
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    parser.add_argument(
+        "--client-receiver",
+        choices=["marker", "aiortc"],
+        default="marker",
+        help="marker: the client decodes a swapped frame once its last packet is in, as "
+        "a browser does; aiortc: aiortc's own receiver (waits for the next frame's first "
+        "packet: one more output-frame interval of latency)",
+    )
     args = parser.parse_args()
     cv2.setNumThreads(1)
     asyncio.run(main_async(args))

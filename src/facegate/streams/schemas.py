@@ -60,6 +60,13 @@ class StreamOut(BaseModel):
         description="p95 of the recent frames' time in the server: camera frame received "
         "to swapped frame ready"
     )
+    stages_ms: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="the recent frames' time per stage in the server, p50 and p95 in ms: "
+        "queue (camera frame received to the engine taking it), convert (YUV to and from "
+        "BGR), fit, analyse (detect or track), render (the swap), finish (label, "
+        "watermark), send (swapped frame ready to the encoder taking it)",
+    )
     frames_in: int
     frames_out: int
     frames_dropped: int = Field(description="camera frames skipped: a newer one came first")
@@ -85,6 +92,7 @@ class StreamOut(BaseModel):
             seconds=record.seconds,
             fps=stats.fps() if live else 0.0,
             latency_ms=stats.latency_ms(),
+            stages_ms=stats.stages_ms(),
             frames_in=stats.frames_in,
             frames_out=stats.frames_out,
             frames_dropped=stats.frames_dropped,
