@@ -57,6 +57,7 @@ from facegate.streams.service import (
     DEVICE,
     StreamPlan,
     StreamUsage,
+    checkpoint,
     close_stream,
     credentials_problem,
 )
@@ -235,7 +236,9 @@ class LiveStream:
         settings = self.deps.settings
         last_check = last_checkpoint = time.monotonic()
         while not self.ending:
-            await asyncio.sleep(min(1.0, settings.stream_check_seconds))
+            await asyncio.sleep(
+                min(1.0, settings.stream_check_seconds, settings.stream_checkpoint_seconds)
+            )
             self._report()
             if time.monotonic() - last_checkpoint >= settings.stream_checkpoint_seconds:
                 last_checkpoint = time.monotonic()
@@ -335,7 +338,7 @@ class LiveStream:
             output_pixels=pixels * stats.frames_out,
         )
         with session_scope(self.deps.session_factory) as session:
-            checkpoint = StreamUsage(
+            usage = StreamUsage(
                 record.id,
                 record.tenant_id,
                 list(self.plan.spec.processors),
@@ -345,6 +348,6 @@ class LiveStream:
                 record.seconds,
             )
             if reason is None:
-                checkpoint.write(session)
+                checkpoint(session, usage)
             else:
-                close_stream(session, checkpoint, reason)
+                close_stream(session, usage, reason)
