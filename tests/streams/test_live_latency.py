@@ -1,12 +1,11 @@
 """What keeps a live frame's latency low: its last packet releases it to the decoder (not
-the next frame's first), and the video path's periodic costs (a keyframe's detection
-while the face is followed, the watermark's refresh) run beside the frames."""
+the next frame's first), and a keyframe's detection while the face is followed runs beside
+the frames."""
 
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import cv2
@@ -20,9 +19,6 @@ from tests.streams.streamkit import CAMERA_PHOTO, SOURCE_PHOTO, photo
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.tracking import FaceTracker, TrackerOptions
 from facegate.engine.types import Face, Frame
-from facegate.engine.watermark import VideoWatermark
-from facegate.provenance.payload import encode_payload
-from facegate.provenance.reading import read_image_watermark
 from facegate.streams.loopback import PhotoCamera, camera_frame
 from facegate.streams.media import MarkerJitterBuffer, release_on_marker
 
@@ -156,33 +152,3 @@ def test_a_keyframe_detection_runs_aside_and_the_new_face_joins(
         assert all(name.startswith("tracker-detect") for name in spy.threads)
     finally:
         tracker.close()
-
-
-class CountingExecutor(ThreadPoolExecutor):
-    def __init__(self) -> None:
-        super().__init__(1)
-        self.submitted = 0
-
-    def submit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        self.submitted += 1
-        return super().submit(*args, **kwargs)
-
-
-def test_the_watermark_refresh_runs_aside_and_every_frame_is_marked() -> None:
-    picture = camera_frame(photo(CAMERA_PHOTO))
-    executor = CountingExecutor()
-    watermark = VideoWatermark(encode_payload(KEY, 77), refresh_on=executor)
-    try:
-        marked = []
-        for index in range(40):
-            frame = np.roll(picture, index, axis=1)  # a camera panning slowly
-            marked.append(watermark(frame, index))
-            time.sleep(0.005)
-    finally:
-        executor.shutdown(wait=True)
-    # the first change is made at once (nothing to go on with); the refreshes aside
-    assert executor.submitted >= 40 // VideoWatermark.REFRESH_FRAMES - 1
-    for frame in marked[::5]:
-        found = read_image_watermark(frame, KEY).payload
-        assert found is not None
-        assert found.serial == 77

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -212,39 +211,21 @@ class VideoWatermark:
 
     The canonical embed runs on one frame in ``REFRESH_FRAMES``; the frames in between get
     the same change added (consecutive frames are nearly the same picture), so a video pays
-    one embed per refresh plus one add per frame, and every frame carries the mark.
-
-    ``refresh_on`` (a live stream): the refreshes after the first are computed there, from a
-    copy of the frame due, while the frames go on with the previous change until the new one
-    is ready; no frame waits for an embed."""
+    one embed per refresh plus one add per frame, and every frame carries the mark."""
 
     REFRESH_FRAMES = 12
 
-    def __init__(self, bits: Bits, refresh_on: Executor | None = None) -> None:
+    def __init__(self, bits: Bits) -> None:
         self.bits = bits
-        self.refresh_on = refresh_on
         self._delta: Delta | None = None
-        self._pending: Future[Delta] | None = None
         self._since = 0
 
     def __call__(self, frame: Frame, index: int) -> Frame:
         if not markable(frame):
             return frame
         stale = self._delta is None or self._delta.shape != frame.shape
-        pending = self._pending
-        if pending is not None and pending.done():
-            self._pending = None
-            if not stale:
-                self._delta = pending.result()
-        if stale:
-            self._pending = None
+        if stale or self._since >= self.REFRESH_FRAMES:
             self._delta = watermark_delta(frame, self.bits)
-            self._since = 0
-        elif self._since >= self.REFRESH_FRAMES and self._pending is None:
-            if self.refresh_on is None:
-                self._delta = watermark_delta(frame, self.bits)
-            else:
-                self._pending = self.refresh_on.submit(watermark_delta, frame.copy(), self.bits)
             self._since = 0
         self._since += 1
         assert self._delta is not None

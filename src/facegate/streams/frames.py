@@ -4,15 +4,13 @@ between), then what every job frame gets last (``worker.video_runner.finish_fram
 disclosure label when the policy has one, the watermark always). Frames over the policy's
 ``max_output_resolution`` are scaled down first.
 
-Live is the latency class, so the two periodic costs of the video path are taken off the
-frame that would wait for them: a keyframe's detection while the face is followed
-(``TrackerOptions.detect_aside``) and the watermark's refresh (``VideoWatermark``'s
-``refresh_on``) run beside the frames and are taken in when ready."""
+Live is the latency class, so a keyframe's detection while the face is followed runs beside
+the frames and its new faces are taken in when ready (``TrackerOptions.detect_aside``): the
+frame does not wait for it."""
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 
@@ -47,9 +45,7 @@ class LiveFrames:
 
     def __init__(self, pipeline: Pipeline, ctx: JobContext, policy: Policy, mark: JobMark) -> None:
         self.swap = VideoSwap(pipeline, ctx, TrackerOptions(fps=LIVE_FPS, detect_aside=True))
-        # the watermark's refreshes are computed beside the frames, not before one
-        self.marking = ThreadPoolExecutor(1, thread_name_prefix="stream-mark")
-        self.finish = finish_frames(policy, mark, self.marking)
+        self.finish = finish_frames(policy, mark)
         self.resolution = policy.max_output_resolution
         self.index = 0
         #: the last frame's seconds per stage: fit, analyse (detect or track, select),
@@ -72,4 +68,3 @@ class LiveFrames:
 
     def close(self) -> None:
         self.swap.close()
-        self.marking.shutdown(wait=True)

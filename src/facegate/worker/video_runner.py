@@ -12,7 +12,6 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,12 +123,10 @@ def check_decoded_memory(
     check_memory_budget(cost.memory_bytes, budget, what="this worker's memory budget")
 
 
-def finish_frames(
-    policy: Policy, mark: JobMark, refresh_on: Executor | None = None
-) -> Callable[[Frame, int], Frame]:
+def finish_frames(policy: Policy, mark: JobMark) -> Callable[[Frame, int], Frame]:
     """Last on every output frame, in order: the disclosure label (when the tenant's policy
-    has one), then the watermark (always; ``refresh_on``: see ``VideoWatermark``)."""
-    watermark = VideoWatermark(mark.bits, refresh_on)
+    has one), then the watermark (always)."""
+    watermark = VideoWatermark(mark.bits)
 
     def finish(frame: Frame, index: int) -> Frame:
         return watermark(disclose(frame, policy), index)
