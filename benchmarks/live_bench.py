@@ -8,8 +8,11 @@ the client receives.
 
 Phases: one stream (``--seconds``, 60 by default): fps each second, latency p50/p95, p95
 of the first 10 s against the last 10 s (drift); two streams at once; one stream while a
-video job runs beside it. After each, the share of sampled received frames (VP8, as sent)
-from which the watermark reads back, naming the stream.
+video job runs beside it; a server killed (SIGKILL) mid-stream (``--kill-seconds``): when
+its client saw the frames stop, and when a second server's sweep ended the stream
+(``server-lost``), with its usage and ``stream.end`` against the seconds the client saw.
+After each streaming phase, the share of sampled received frames (VP8, as sent) from which
+the watermark reads back, naming the stream.
 
 The client's VP8 encoding and decoding run on the same machine as the server: on a small
 machine they take a share of its cores, which a real remote client would not.
@@ -25,20 +28,30 @@ import base64
 import math
 import statistics
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import cv2
 import httpx
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+from sqlalchemy import select
 
 from benchkit import FACES, load_average, read_frame
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
 from facegate.engine.video.synth import ClipSpec, make_face_clip
+from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import read_image_watermark
-from facegate.streams.loopback import ClientRun, camera_frame, run_client
+from facegate.streams.loopback import ClientRun, PhotoCamera, camera_frame, run_client
+from facegate.streams.media import release_on_marker
+from facegate.streams.service import STREAM_END
+from facegate.streams.tables import LiveStreamRow
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
+from facegate.usage.tables import UsageRecord
 from noisy_neighbour import base_env, facegate, free_port, stop_all, wait_healthy
 
 SOURCE = FACES / "man_frontal_beard_closeup.jpg"
@@ -63,7 +76,7 @@ def make_tenant(url: str) -> str:
     return token
 
 
-async def stream(base: str, key: str, seconds: float, fps: float) -> ClientRun:
+async def stream(base: str, key: str, seconds: float, fps: float, marker: bool = True) -> ClientRun:
     source = base64.b64encode(SOURCE.read_bytes()).decode()
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         return await run_client(
@@ -74,6 +87,7 @@ async def stream(base: str, key: str, seconds: float, fps: float) -> ClientRun:
             seconds,
             fps=fps,
             keep=MARK_SAMPLES,
+            marker=marker,
         )
 
 
@@ -106,7 +120,22 @@ def report(name: str, run: ClientRun, key: bytes) -> None:
         f"  server: frames in {server.get('frames_in')}, out {server.get('frames_out')}, "
         f"dropped {server.get('frames_dropped')}; its own p95 {server.get('latency_ms')} ms"
     )
+    stages = server.get("stages_ms") or {}
+    if stages:
+        parts = "  ".join(f"{n} {v['p50']:.0f}/{v['p95']:.0f}" for n, v in stages.items())
+        print(f"  server stages ms p50/p95: {parts}")
+        inside = server.get("latency_ms") or 0.0
+        print(
+            f"  outside the server's engine path (p50, about): "
+            f"{1000 * statistics.median(latencies) - _p50_inside(stages):.0f} ms of the "
+            f"end-to-end p50 (both VP8 encodes and decodes, the network stack, the "
+            f"receivers; the server's own p95 {inside} ms)"
+        )
     print(f"  watermark read back from {marks} of {len(run.kept)} sampled received frames")
+
+
+def _p50_inside(stages: dict[str, dict[str, float]]) -> float:
+    return sum(v["p50"] for n, v in stages.items() if n != "send")
 
 
 def job_clip(folder: Path) -> Path:
@@ -115,7 +144,9 @@ def job_clip(folder: Path) -> Path:
     return path
 
 
-async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) -> ClientRun:
+async def with_job(
+    base: str, key: str, seconds: float, fps: float, clip: Path, marker: bool
+) -> ClientRun:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         submitted = await client.post(
@@ -128,10 +159,103 @@ async def with_job(base: str, key: str, seconds: float, fps: float, clip: Path) 
         )
         submitted.raise_for_status()
         job = submitted.json()["id"]
-        run = await stream(base, key, seconds, fps)
+        run = await stream(base, key, seconds, fps, marker)
         status = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
         print(f"\n  the job beside it: {status['status']}, progress {status.get('progress')}")
         return run
+
+
+async def killed(folder: Path, url: str, key: str, seconds: float, fps: float) -> None:
+    """A server SIGKILLed ``seconds`` into a stream; a second server on the same database."""
+    env = base_env(folder, url) | {"FACEGATE_WORKERS": "0"}
+    beat = float(env.get("FACEGATE_STREAM_CHECKPOINT_SECONDS", "5"))
+    first_port, second_port = free_port(), free_port()
+    first = facegate("serve", "--port", str(first_port), env=env, log=folder / "kill-a.log")
+    base = f"http://127.0.0.1:{first_port}"
+    await asyncio.to_thread(wait_healthy, base)
+    headers = {"Authorization": f"Bearer {key}"}
+    received: list[float] = []
+    track_ended: list[float] = []
+    pc = RTCPeerConnection()
+    pc.addTrack(PhotoCamera(camera_frame(read_frame(CAMERA)), fps=fps))
+    release_on_marker(pc)
+
+    async def read(track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                await track.recv()
+            except MediaStreamError:
+                track_ended.append(time.monotonic())
+                return
+            received.append(time.monotonic())
+
+    readers: list[asyncio.Task[None]] = []
+    pc.on("track", lambda track: readers.append(asyncio.ensure_future(read(track))))
+    await pc.setLocalDescription(await pc.createOffer())
+    source = base64.b64encode(SOURCE.read_bytes()).decode()
+    async with httpx.AsyncClient(timeout=120) as client:
+        answer = await client.post(
+            f"{base}/v1/streams",
+            json={"sdp": pc.localDescription.sdp, "source_image": source},
+            headers=headers,
+        )
+        answer.raise_for_status()
+        stream_id = answer.json()["id"]
+        await pc.setRemoteDescription(RTCSessionDescription(answer.json()["sdp"], "answer"))
+        await asyncio.sleep(seconds)
+        first.kill()
+        killed_at = time.monotonic()
+        first.wait()
+        second = facegate("serve", "--port", str(second_port), env=env, log=folder / "kill-b.log")
+        try:
+            other = f"http://127.0.0.1:{second_port}"
+            await asyncio.to_thread(wait_healthy, other)
+            up = time.monotonic() - killed_at
+            shown: dict[str, object] = {}
+            while time.monotonic() - killed_at < 120:
+                got = await client.get(f"{other}/v1/streams/{stream_id}", headers=headers)
+                shown = got.json()
+                if shown.get("state") == "ended":
+                    break
+                await asyncio.sleep(0.5)
+            swept = time.monotonic() - killed_at
+        finally:
+            stop_all([second])
+    for task in readers:
+        task.cancel()
+    await pc.close()
+    seen = [t for t in received if t <= killed_at]
+    engine = create_engine_from_url(url)
+    with session_scope(create_session_factory(engine)) as session:
+        row = session.get(LiveStreamRow, uuid.UUID(stream_id))
+        usage = session.scalars(
+            select(UsageRecord).where(UsageRecord.job_id == uuid.UUID(stream_id))
+        ).one()
+        ends = session.scalars(
+            select(AuditEvent).where(
+                AuditEvent.action == STREAM_END, AuditEvent.target == f"stream:{stream_id}"
+            )
+        ).all()
+        summary = (row.end_reason, row.seconds, usage.duration_seconds, len(ends)) if row else None
+    engine.dispose()
+    after = [t - killed_at for t in received if t > killed_at]
+    print(f"\nserver killed {seconds:g} s into a stream (heartbeat every {beat:g} s)")
+    print(
+        f"  client: {len(seen)} frames before the kill, the last one "
+        f"{1000 * (killed_at - seen[-1]) if seen else math.nan:.0f} ms before it; "
+        f"{len(after)} after; its track ended: "
+        f"{'%.1f s after' % (track_ended[0] - killed_at) if track_ended else 'not within the run'}"
+    )
+    print(
+        f"  second server up {up:.1f} s after the kill; GET showed the stream "
+        f"{shown.get('state')} ({shown.get('end_reason')}) {swept:.1f} s after the kill"
+    )
+    if summary is not None:
+        reason, row_seconds, billed, events = summary
+        print(
+            f"  database: end_reason {reason}, seconds {row_seconds:.2f} (client streamed "
+            f"~{seconds:g} s), usage {billed:.2f} s, stream.end events {events}"
+        )
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -146,23 +270,26 @@ async def main_async(args: argparse.Namespace) -> None:
             base = f"http://127.0.0.1:{port}"
             await asyncio.to_thread(wait_healthy, base)
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
-            await stream(base, key, 3, args.fps)  # warm-up: models loaded, graphs built
+            marker = args.client_receiver == "marker"
+            await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
             if args.seconds:
-                one = await stream(base, key, args.seconds, args.fps)
+                one = await stream(base, key, args.seconds, args.fps, marker)
                 report("one stream", one, mark_key)
             if args.two_seconds:
                 pair = await asyncio.gather(
-                    stream(base, key, args.two_seconds, args.fps),
-                    stream(base, key, args.two_seconds, args.fps),
+                    stream(base, key, args.two_seconds, args.fps, marker),
+                    stream(base, key, args.two_seconds, args.fps, marker),
                 )
                 for n, run in enumerate(pair, 1):
                     report(f"two streams at once, stream {n}", run, mark_key)
             if args.job_seconds:
                 clip = await asyncio.to_thread(job_clip, folder)
-                beside = await with_job(base, key, args.job_seconds, args.fps, clip)
+                beside = await with_job(base, key, args.job_seconds, args.fps, clip, marker)
                 report("one stream beside a video job", beside, mark_key)
         finally:
             stop_all([server])
+        if args.kill_seconds:
+            await killed(folder, url, key, args.kill_seconds, args.fps)
 
 
 def main() -> None:
@@ -171,6 +298,17 @@ def main() -> None:
     parser.add_argument("--two-seconds", type=float, default=30.0, help="two (0: skip)")
     parser.add_argument("--job-seconds", type=float, default=30.0, help="beside a job (0: skip)")
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    parser.add_argument(
+        "--kill-seconds", type=float, default=10.0, help="a server killed mid-stream (0: skip)"
+    )
+    parser.add_argument(
+        "--client-receiver",
+        choices=["marker", "aiortc"],
+        default="marker",
+        help="marker: the client decodes a swapped frame once its last packet is in, as "
+        "a browser does; aiortc: aiortc's own receiver (waits for the next frame's first "
+        "packet: one more output-frame interval of latency)",
+    )
     args = parser.parse_args()
     cv2.setNumThreads(1)
     asyncio.run(main_async(args))

@@ -222,9 +222,10 @@ class Settings(BaseSettings):
     stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
     stream_check_seconds: float = Field(default=2.0, gt=0, le=60)
     stream_moderation_seconds: float = Field(default=1.0, gt=0, le=60)
-    # A running stream's usage record is rewritten this often: a process that dies
-    # mid-stream leaves its usage as of the last checkpoint.
-    stream_checkpoint_seconds: float = Field(default=10.0, gt=0, le=300)
+    # A running stream's usage record and its heartbeat are rewritten this often: a
+    # process that dies mid-stream leaves its usage as of the last checkpoint, and a stream
+    # three checkpoints late is ended by another process's sweep (run this often too).
+    stream_checkpoint_seconds: float = Field(default=5.0, gt=0, le=300)
     # ICE servers of a stream's server side: STUN for its public address, TURN to relay
     # through when clients cannot reach its UDP ports (a Kubernetes cluster without host
     # networking). URLs "stun:HOST:PORT", "turn:HOST:PORT" or "turns:HOST:PORT"; the TURN

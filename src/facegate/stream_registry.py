@@ -40,6 +40,7 @@ class StreamStats:
     latencies: deque[float] = field(default_factory=lambda: deque(maxlen=150))
     out_times: deque[float] = field(default_factory=lambda: deque(maxlen=300))
     last_input_at: float = field(default_factory=time.monotonic)
+    stages: dict[str, deque[float]] = field(default_factory=dict)
 
     def frame_in(self) -> None:
         self.frames_in += 1
@@ -52,6 +53,21 @@ class StreamStats:
         self.latencies.append(now - arrived)
         self.out_times.append(now)
 
+    def stage(self, name: str, seconds: float) -> None:
+        """One frame's time in a stage of the server's path (``StreamOut.stages_ms``)."""
+        found = self.stages.get(name)
+        if found is None:
+            found = self.stages[name] = deque(maxlen=150)
+        found.append(seconds)
+
+    def stages_ms(self) -> dict[str, dict[str, float]]:
+        """Per stage, p50 and p95 of the recent frames, in milliseconds."""
+        return {
+            name: {"p50": _ms(_quantile(values, 0.5)), "p95": _ms(_quantile(values, 0.95))}
+            for name, values in list(self.stages.items())  # the engine thread adds to it
+            if values
+        }
+
     def fps(self) -> float:
         now = time.monotonic()
         recent = [t for t in self.out_times if now - t <= _WINDOW]
@@ -61,8 +77,16 @@ class StreamStats:
         """p95 of the recent frames' server-side latency, in milliseconds."""
         if not self.latencies:
             return None
-        ordered = sorted(self.latencies)
-        return round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] * 1000, 1)
+        return _ms(_quantile(self.latencies, 0.95))
+
+
+def _quantile(values: deque[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
 
 
 @dataclass

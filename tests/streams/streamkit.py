@@ -20,6 +20,7 @@ from tests.testdata import FACES
 
 from facegate.engine.types import Frame
 from facegate.streams.loopback import PhotoCamera, camera_frame, read_stamp
+from facegate.streams.media import release_on_marker
 
 SOURCE_PHOTO = FACES / "man_frontal_beard_closeup.jpg"
 CAMERA_PHOTO = FACES / "woman_b_frontal_dark_background.jpg"
@@ -92,6 +93,7 @@ async def open_stream(
     pc = RTCPeerConnection()
     camera = PhotoCamera(picture, fps=fps)
     pc.addTrack(camera)
+    release_on_marker(pc)
     if audio:
         pc.addTrack(AudioStreamTrack())  # silence, 20 ms a frame
     channel = pc.createDataChannel("facegate")

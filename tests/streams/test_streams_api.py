@@ -88,6 +88,10 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
             assert shown["frames_out"] > 0
             assert shown["width"] == 640
             assert shown["latency_ms"] is not None
+            # where the server's milliseconds go, per stage (p50 <= p95)
+            stages = shown["stages_ms"]
+            assert {"queue", "convert", "analyse", "render", "finish", "send"} <= set(stages)
+            assert all(0 <= v["p50"] <= v["p95"] for v in stages.values())
             listed = (await h.client.get("/v1/streams", headers=viewer)).json()["items"]
             assert [item["id"] for item in listed] == [stream_id]
             assert any(m["event"] == "stats" for m in live.messages)

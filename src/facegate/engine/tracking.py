@@ -26,6 +26,8 @@ A tracker holds per-video state: use one per video, from one thread.
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,6 +60,11 @@ class TrackerOptions:
     match_iou: float = 0.3
     reacquire_frames: int = 15  # a lost id may be given back this many frames later
     max_tracks: int = 8
+    #: detection runs on the process's tracker-detect threads (their analyser graphs serve
+    #: every tracker, not one set per calling thread); a keyframe's detection while every
+    #: face is followed does not hold up its frame: its new faces join a few frames later
+    #: (a live stream). With no face followed, or one lost, the frame waits for it, as before
+    detect_aside: bool = False
 
 
 class OneEuroFilter:
@@ -153,6 +160,23 @@ def _plausible(new: FloatArray, old: FloatArray) -> bool:
     return bool(shift < 0.35 * size_b and 0.7 < size_a / max(size_b, 1e-6) < 1.4)
 
 
+_DETECT_THREADS = 2
+_detect_lock = threading.Lock()
+_detect_threads: ThreadPoolExecutor | None = None
+
+
+def _detect_pool() -> ThreadPoolExecutor:
+    """The process's tracker-detect threads (``TrackerOptions.detect_aside``), made on first
+    use and kept: each holds one set of the analyser's graphs however many streams come."""
+    global _detect_threads
+    with _detect_lock:
+        if _detect_threads is None:
+            _detect_threads = ThreadPoolExecutor(
+                _DETECT_THREADS, thread_name_prefix="tracker-detect"
+            )
+        return _detect_threads
+
+
 class FaceTracker:
     """Follows the faces of one video, frame by frame (call ``update`` in frame order)."""
 
@@ -165,11 +189,15 @@ class FaceTracker:
         self.lost: list[_Track] = []
         self._next_id = 0
         self._last_detection: int | None = None
+        self._pending: Future[list[Face]] | None = None
         #: counters for benchmarks and tests: full detections and tracked mesh passes
         self.detections = 0
         self.tracked = 0
 
     def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
         if self.mesh is not None:
             self.mesh.close()
         for track in self.tracks + self.lost:
@@ -185,9 +213,23 @@ class FaceTracker:
     def update(self, frame: Frame, index: int) -> list[Face]:
         """The faces of frame ``index``, each with its ``track_id`` and smoothed landmarks."""
         lost_now = self._follow(frame, index)
-        if self._detection_due(index) or lost_now:
+        if self.options.detect_aside and self.tracks and not lost_now:
+            self._detect_aside(frame, index)
+        elif self._detection_due(index) or lost_now:
+            self._pending = None  # detected now: an aside one still running is outdated
             self._detect(frame, index)
         return [track.face for track in self.tracks if track.face is not None]
+
+    def _detect_aside(self, frame: Frame, index: int) -> None:
+        """Take in the faces of a finished aside detection; start one when it is due."""
+        pending = self._pending
+        if pending is not None and pending.done():
+            self._pending = None
+            self._adopt(pending.result())
+        if self._pending is None and self._detection_due(index):
+            self._last_detection = index
+            self.detections += 1
+            self._pending = _detect_pool().submit(self.analyser.analyse, frame.copy())
 
     def _detection_due(self, index: int) -> bool:
         if self._last_detection is None:
@@ -219,8 +261,15 @@ class FaceTracker:
     def _detect(self, frame: Frame, index: int) -> None:
         self._last_detection = index
         self.detections += 1
+        if self.options.detect_aside:
+            self._adopt(_detect_pool().submit(self.analyser.analyse, frame).result())
+        else:
+            self._adopt(self.analyser.analyse(frame))
+
+    def _adopt(self, faces: list[Face]) -> None:
+        """Start a track for each detected face not followed already."""
         current = [mesh_box(t.raw) for t in self.tracks]
-        for face in self.analyser.analyse(frame):
+        for face in faces:
             box = mesh_box(face.landmarks)
             if current and box_iou(box, current).max() > self.options.match_iou:
                 continue  # already followed: keep the tracked (steadier) landmarks

@@ -24,6 +24,7 @@ MODEL_MODULES = (
     "facegate.batches.tables",
     "facegate.templates.tables",
     "facegate.takedown.tables",
+    "facegate.streams.tables",
 )
 
 for module_name in MODEL_MODULES:

@@ -198,6 +198,12 @@ def stream_ended(tenant_id: str, reason: str) -> None:
     STREAMS_ENDED.labels(tenant, reason).inc()
 
 
+def stream_lost(tenant_id: str, reason: str) -> None:
+    """A stream of a process that died, ended by this one's sweep (its live gauge went
+    with the dead process)."""
+    STREAMS_ENDED.labels(tenant_label(tenant_id), reason).inc()
+
+
 def model_loaded(kind: str, seconds: float) -> None:
     MODEL_LOAD.labels(kind).observe(seconds)
 

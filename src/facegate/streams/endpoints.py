@@ -3,6 +3,7 @@ and end them. Scopes ``streams:write`` (directors and editors) and ``streams:rea
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Annotated, Any
 
@@ -10,12 +11,16 @@ from fastapi import APIRouter, Request, Response
 
 from facegate.api.deps import get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
+from facegate.database import session_scope
+from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.principal import Principal
 from facegate.state import AppState
 from facegate.streams.live import StreamDeps
 from facegate.streams.schemas import StreamAnswer, StreamList, StreamOut, StreamStart
+from facegate.streams.service import stream_row
 from facegate.streams.start import start_stream as start
+from facegate.streams.tables import LiveStreamRow
 
 router = APIRouter(prefix="/v1", tags=["streams"], responses=PROBLEM_RESPONSES)
 
@@ -57,8 +62,24 @@ async def list_streams(request: Request, principal: ReadPrincipal) -> StreamList
 
 @router.get("/streams/{stream_id}")
 async def get_stream(request: Request, principal: ReadPrincipal, stream_id: uuid.UUID) -> StreamOut:
-    """State, fps, latency and seconds so far (why it ended, once it has)."""
-    return StreamOut.of(get_state(request).streams.get(principal.tenant_id, stream_id))
+    """State, fps, latency and seconds so far (why it ended, once it has). A stream another
+    process runs or ran is answered from the database: its state, seconds and frames as of
+    its last heartbeat (``server-lost`` when that process died)."""
+    state = get_state(request)
+    try:
+        return StreamOut.of(state.streams.get(principal.tenant_id, stream_id))
+    except NotFound:
+        found = await asyncio.to_thread(_stored, state, principal.tenant_id, stream_id)
+        if found is None:
+            raise
+        return StreamOut.of_row(*found)
+
+
+def _stored(
+    state: AppState, tenant_id: str, stream_id: uuid.UUID
+) -> tuple[LiveStreamRow, int] | None:
+    with session_scope(state.session_factory, read_only=True) as session:
+        return stream_row(session, tenant_id, stream_id)
 
 
 @router.delete("/streams/{stream_id}")

@@ -2,9 +2,15 @@
 sticky selection (``engine.video.swap.VideoSwap``: detect on keyframes, follow the face
 between), then what every job frame gets last (``worker.video_runner.finish_frames``: the
 disclosure label when the policy has one, the watermark always). Frames over the policy's
-``max_output_resolution`` are scaled down first."""
+``max_output_resolution`` are scaled down first.
+
+Live is the latency class, so a keyframe's detection while the face is followed runs beside
+the frames and its new faces are taken in when ready (``TrackerOptions.detect_aside``): the
+frame does not wait for it."""
 
 from __future__ import annotations
+
+import time
 
 import cv2
 
@@ -38,15 +44,25 @@ class LiveFrames:
     """Swaps one stream's frames in order (not thread-safe: one thread calls it)."""
 
     def __init__(self, pipeline: Pipeline, ctx: JobContext, policy: Policy, mark: JobMark) -> None:
-        self.swap = VideoSwap(pipeline, ctx, TrackerOptions(fps=LIVE_FPS))
+        self.swap = VideoSwap(pipeline, ctx, TrackerOptions(fps=LIVE_FPS, detect_aside=True))
         self.finish = finish_frames(policy, mark)
         self.resolution = policy.max_output_resolution
         self.index = 0
+        #: the last frame's seconds per stage: fit, analyse (detect or track, select),
+        #: render (the processors), finish (label, watermark)
+        self.stages: dict[str, float] = {}
 
     def process(self, frame: Frame) -> Frame:
+        t0 = time.perf_counter()
         frame = fit_frame(frame, self.resolution)
+        t1 = time.perf_counter()
         found = self.swap.analyse(frame, self.index)
-        out = self.finish(self.swap.render(frame, found), self.index)
+        t2 = time.perf_counter()
+        rendered = self.swap.render(frame, found)
+        t3 = time.perf_counter()
+        out = self.finish(rendered, self.index)
+        t4 = time.perf_counter()
+        self.stages = {"fit": t1 - t0, "analyse": t2 - t1, "render": t3 - t2, "finish": t4 - t3}
         self.index += 1
         return out
 

@@ -52,11 +52,12 @@ from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRecord, StreamRegistry
 from facegate.streams.frames import LiveFrames
-from facegate.streams.media import Newest, SwappedTrack
+from facegate.streams.media import Newest, SwappedTrack, release_on_marker
 from facegate.streams.service import (
     DEVICE,
     StreamPlan,
     StreamUsage,
+    checkpoint,
     close_stream,
     credentials_problem,
 )
@@ -111,7 +112,7 @@ class LiveStream:
         self.record = record
         self.pc = RTCPeerConnection(ice_configuration(deps.settings))
         self.inputs: Newest[tuple[VideoFrame, float]] = Newest()
-        self.outputs: Newest[VideoFrame] = Newest()
+        self.outputs: Newest[tuple[VideoFrame, float]] = Newest()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"stream-{record.id.hex[:8]}")
         self.camera: MediaStreamTrack | None = None
         self.channel: RTCDataChannel | None = None
@@ -130,7 +131,8 @@ class LiveStream:
         def on_track(track: MediaStreamTrack) -> None:
             if track.kind == "video" and self.camera is None:
                 self.camera = track
-                pc.addTrack(SwappedTrack(self.outputs))
+                stats = self.record.stats
+                pc.addTrack(SwappedTrack(self.outputs, lambda s: stats.stage("send", s)))
             elif track.kind == "audio":
                 pc.addTrack(track)  # passes through untouched
 
@@ -151,6 +153,7 @@ class LiveStream:
         if self.camera is None:
             await pc.close()
             raise BadRequest("the offer has no video track", code="invalid-sdp")
+        release_on_marker(pc)  # a camera frame is decoded once its last packet is in
         await pc.setLocalDescription(await pc.createAnswer())
         return str(pc.localDescription.sdp)
 
@@ -197,32 +200,45 @@ class LiveStream:
                 return
             frame, arrived = item
             try:
-                out, image, compute = await loop.run_in_executor(self.executor, self._swap, frame)
+                out, image, compute = await loop.run_in_executor(
+                    self.executor, self._swap, frame, arrived
+                )
             except Exception as exc:
                 log.exception("stream.failed", stream_id=str(self.record.id))
                 await self.end("failed", type(exc).__name__)
                 return
             self.last_output = image
             self.record.height, self.record.width = image.shape[:2]
-            if self.outputs.put(out):
+            if self.outputs.put((out, time.monotonic())):
                 self.record.stats.frames_dropped += 1
             self.record.stats.frame_out(arrived, compute)
 
-    def _swap(self, frame: VideoFrame) -> tuple[VideoFrame, Frame, float]:
-        """In the stream's engine thread: camera frame -> swapped frame (same timestamp)."""
+    def _swap(self, frame: VideoFrame, arrived: float) -> tuple[VideoFrame, Frame, float]:
+        """In the stream's engine thread: camera frame -> swapped frame (same timestamp);
+        the time of each stage goes into the stream's stats."""
+        stats = self.record.stats
+        stats.stage("queue", time.monotonic() - arrived)
         started = time.perf_counter()
         assert self.frames is not None
         camera: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[assignment]
+        converted = time.perf_counter() - started
         image = self.frames.process(camera)
+        processed = time.perf_counter()
         out = VideoFrame.from_ndarray(image, format="bgr24")
         out.pts, out.time_base = frame.pts, frame.time_base
-        return out, image, time.perf_counter() - started
+        done = time.perf_counter()
+        stats.stage("convert", converted + done - processed)
+        for name, seconds in self.frames.stages.items():
+            stats.stage(name, seconds)
+        return out, image, done - started
 
     async def _watch(self) -> None:
         settings = self.deps.settings
         last_check = last_checkpoint = time.monotonic()
         while not self.ending:
-            await asyncio.sleep(min(1.0, settings.stream_check_seconds))
+            await asyncio.sleep(
+                min(1.0, settings.stream_check_seconds, settings.stream_checkpoint_seconds)
+            )
             self._report()
             if time.monotonic() - last_checkpoint >= settings.stream_checkpoint_seconds:
                 last_checkpoint = time.monotonic()
@@ -322,7 +338,7 @@ class LiveStream:
             output_pixels=pixels * stats.frames_out,
         )
         with session_scope(self.deps.session_factory) as session:
-            checkpoint = StreamUsage(
+            usage = StreamUsage(
                 record.id,
                 record.tenant_id,
                 list(self.plan.spec.processors),
@@ -332,6 +348,6 @@ class LiveStream:
                 record.seconds,
             )
             if reason is None:
-                checkpoint.write(session)
+                checkpoint(session, usage)
             else:
-                close_stream(session, checkpoint, reason)
+                close_stream(session, usage, reason)

@@ -23,6 +23,7 @@ from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
 from facegate.engine.types import Frame
+from facegate.streams.media import release_on_marker
 
 STAMP_BITS = 16
 STAMP_CELL = 16  # px: a cell survives VP8 at the sizes streamed here
@@ -144,13 +145,18 @@ async def run_client(
     fps: float = 30.0,
     keep: int = 20,
     keep_every: int = 30,
+    marker: bool = True,
 ) -> ClientRun:
     """Stream ``picture`` as a camera for ``seconds`` to ``POST /v1/streams`` (``body``:
-    the source and options), then end it (DELETE)."""
+    the source and options), then end it (DELETE). ``marker``: a swapped frame is decoded
+    as soon as its last packet is in, as a browser does (False: aiortc's own receiver,
+    which waits for the next frame's first packet)."""
     run = ClientRun()
     camera = PhotoCamera(picture, fps=fps)
     pc = RTCPeerConnection()
     pc.addTrack(camera)
+    if marker:
+        release_on_marker(pc)
 
     async def read(track: MediaStreamTrack) -> None:
         while True:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from facegate.stream_registry import StreamRecord
+from facegate.streams.tables import LiveStreamRow
 
 MAX_SDP_CHARS = 64_000
 # An uploaded source image travels base64 in the JSON body; the tenant's max_input_bytes
@@ -60,6 +61,13 @@ class StreamOut(BaseModel):
         description="p95 of the recent frames' time in the server: camera frame received "
         "to swapped frame ready"
     )
+    stages_ms: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="the recent frames' time per stage in the server, p50 and p95 in ms: "
+        "queue (camera frame received to the engine taking it), convert (YUV to and from "
+        "BGR), fit, analyse (detect or track), render (the swap), finish (label, "
+        "watermark), send (swapped frame ready to the encoder taking it)",
+    )
     frames_in: int
     frames_out: int
     frames_dropped: int = Field(description="camera frames skipped: a newer one came first")
@@ -69,7 +77,8 @@ class StreamOut(BaseModel):
         default=None,
         description="why it ended: client-ended, client-silent, deleted, max_stream_seconds, "
         "content-policy-violation, credentials-revoked, tenant-suspended, "
-        "server-stopping, failed",
+        "server-stopping, server-lost (its process died: ended as of its last "
+        "heartbeat), failed",
     )
     end_detail: str | None = None
 
@@ -85,6 +94,7 @@ class StreamOut(BaseModel):
             seconds=record.seconds,
             fps=stats.fps() if live else 0.0,
             latency_ms=stats.latency_ms(),
+            stages_ms=stats.stages_ms(),
             frames_in=stats.frames_in,
             frames_out=stats.frames_out,
             frames_dropped=stats.frames_dropped,
@@ -92,6 +102,24 @@ class StreamOut(BaseModel):
             height=record.height,
             end_reason=record.end_reason,
             end_detail=record.end_detail,
+        )
+
+    @classmethod
+    def of_row(cls, row: LiveStreamRow, frames: int) -> StreamOut:
+        """A stream this process does not run, as the database has it (another process
+        runs it, or ran it: as of its last heartbeat)."""
+        return cls(
+            id=row.id,
+            state="live" if row.ended_at is None else "ended",
+            created_at=row.started_at,
+            ended_at=row.ended_at,
+            seconds=round(row.seconds, 3),
+            fps=0.0,
+            latency_ms=None,
+            frames_in=frames,
+            frames_out=frames,
+            frames_dropped=0,
+            end_reason=row.end_reason,
         )
 
 

@@ -1,7 +1,9 @@
 """The database side of a live stream: what it may run (the tenant's policy, the options
 and the source, checked as a job's are), its opening (the watermark's mark, consent
 records, the ``stream.start`` audit event), the checks made while it runs (credentials,
-tenant) and its closing (the usage record, ``stream.end``). Nothing here touches media."""
+tenant), its heartbeat (``live_streams``, with each usage checkpoint), its closing (the
+usage record, ``stream.end``), and the sweep that ends the streams of a process that died.
+Nothing here touches media."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ import base64
 import binascii
 import hashlib
 import json
+import os
+import socket
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from facegate.consent.service import SOURCE_PREFIX, ConsentService
@@ -30,15 +35,20 @@ from facegate.provenance.keys import load_keys
 from facegate.provenance.marker import JobMark, ResultMarker
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
+from facegate.streams.tables import LiveStreamRow
 from facegate.takedown.service import check_sources
 from facegate.templates.submission import resolve_inputs
 from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.tables import Policy
+from facegate.usage.repository import UsageRepository
 from facegate.usage.service import Consumption, record_stream_usage
 
 STREAM_START = "stream.start"
 DEVICE = "cpu"  # streams run in the API process, on its CPU
 STREAM_END = "stream.end"
+LOST = "server-lost"  # the end_reason of a stream whose process stopped beating
+#: a stream is lost once this many checkpoints' heartbeats are missing
+LOST_AFTER_CHECKPOINTS = 3
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,16 @@ def open_stream(
     attestation, and ``stream.start``."""
     mark = marker.issue_for(session, principal.tenant_id, stream_id)
     now = utcnow()
+    session.add(
+        LiveStreamRow(
+            id=stream_id,
+            tenant_id=principal.tenant_id,
+            node=f"{socket.gethostname()}:{os.getpid()}",
+            started_at=now,
+            heartbeat_at=now,
+            seconds=0.0,
+        )
+    )
     record_stream_usage(
         session,
         stream_id,
@@ -221,10 +241,36 @@ class StreamUsage:
         )
 
 
-def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
-    """In one transaction: the last usage figures and ``stream.end`` (by ``system``: the
-    stream may end without its caller, e.g. when its key was revoked)."""
+def checkpoint(session: Session, usage: StreamUsage) -> None:
+    """A running stream's usage as of now and its heartbeat, in one transaction."""
     usage.write(session)
+    session.execute(
+        update(LiveStreamRow)
+        .where(LiveStreamRow.id == usage.stream_id, LiveStreamRow.ended_at.is_(None))
+        .values(heartbeat_at=usage.finished_at, seconds=usage.seconds)
+    )
+
+
+def _mark_ended(
+    session: Session, stream_id: uuid.UUID, at: datetime, reason: str, seconds: float
+) -> bool:
+    """The stream's row ended, once: False when it had ended already (a sweep took it)."""
+    done = session.execute(
+        update(LiveStreamRow)
+        .where(LiveStreamRow.id == stream_id, LiveStreamRow.ended_at.is_(None))
+        .values(ended_at=at, heartbeat_at=at, end_reason=reason, seconds=seconds)
+    )
+    return bool(done.rowcount)  # type: ignore[attr-defined]
+
+
+def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
+    """In one transaction: the last usage figures, the row ended and ``stream.end`` (by
+    ``system``: the stream may end without its caller, e.g. when its key was revoked).
+    A stream a sweep took for lost (its heartbeats late) that ends after all gets its
+    usage as served, and no second ``stream.end``."""
+    usage.write(session)
+    if not _mark_ended(session, usage.stream_id, usage.finished_at, reason, usage.seconds):
+        return
     record_audit(
         session,
         "system",
@@ -241,3 +287,56 @@ def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
 
 def options_text(options: dict[str, object] | None) -> str | None:
     return None if options is None else json.dumps(options)
+
+
+@dataclass(frozen=True)
+class LostStream:
+    stream_id: uuid.UUID
+    tenant_id: str
+    seconds: float
+    node: str
+
+
+def sweep_lost_streams(session: Session, checkpoint_seconds: float) -> list[LostStream]:
+    """End every stream whose heartbeat is ``LOST_AFTER_CHECKPOINTS`` checkpoints late (its
+    process died): ``ended_at`` its last heartbeat, reason ``server-lost``, its usage
+    record as of that heartbeat (written with it), and ``stream.end``. Safe from every
+    process at once: each stream is ended, and audited, once."""
+    late = utcnow() - timedelta(seconds=LOST_AFTER_CHECKPOINTS * checkpoint_seconds)
+    rows = session.scalars(
+        select(LiveStreamRow).where(
+            LiveStreamRow.ended_at.is_(None), LiveStreamRow.heartbeat_at < late
+        )
+    ).all()
+    lost = []
+    for row in rows:
+        if not _mark_ended(session, row.id, row.heartbeat_at, LOST, row.seconds):
+            continue  # another process's sweep took it
+        found = UsageRepository(session).get_record(row.tenant_id, row.id)
+        record_audit(
+            session,
+            "system",
+            STREAM_END,
+            f"stream:{row.id}",
+            {
+                "seconds": round(row.seconds, 3),
+                "frames": found.frames if found is not None else 0,
+                "reason": LOST,
+                "node": row.node,
+            },
+            tenant_id=row.tenant_id,
+        )
+        lost.append(LostStream(row.id, row.tenant_id, row.seconds, row.node))
+    return lost
+
+
+def stream_row(
+    session: Session, tenant_id: str, stream_id: uuid.UUID
+) -> tuple[LiveStreamRow, int] | None:
+    """The tenant's stream as the database has it (run by any process), with its frames
+    as last metered; None when there is no such stream of the tenant."""
+    row = session.get(LiveStreamRow, stream_id)
+    if row is None or row.tenant_id != tenant_id:
+        return None
+    usage = UsageRepository(session).get_record(tenant_id, stream_id)
+    return row, usage.frames if usage is not None else 0

@@ -51,6 +51,11 @@ class UsageRepository:
         # reliable for ON CONFLICT DO NOTHING across drivers).
         return self.session.execute(stmt).first() is not None
 
+    def get_record(self, tenant_id: str, job_id: uuid.UUID) -> UsageRecord | None:
+        """The tenant's record of ``job_id`` (a job's or a live stream's), if any."""
+        stmt = self.readable_statement(tenant_id).where(UsageRecord.job_id == job_id)
+        return self.session.scalars(stmt).first()
+
     def update_record(self, tenant_id: str, job_id: uuid.UUID, values: dict[str, Any]) -> None:
         """Rewrite the figures of the tenant's record of ``job_id`` (a live stream's, as it
         runs: its checkpoints)."""

@@ -2,12 +2,15 @@
 // saved face; the swapped stream shown beside it, with fps and latency from the stream's
 // data channel (and GET /v1/streams/{id}); Stop ends it (DELETE). The server answers with
 // all its ICE candidates in the SDP and takes none trickled, so the offer is sent once
-// the browser has gathered its own.
+// the browser has gathered its own. A stream whose server stops answering (its process
+// died: no stats on the data channel for SILENT_MS, or the connection failed) is shown
+// ended; the server side ends it as of its last heartbeat (docs/live.md).
 
 import { api } from "./api.js";
 import { $, h, showError } from "./dom.js";
 
 let session = null;
+const SILENT_MS = 5000; // the data channel's stats come every second
 
 function gathered(pc) {
   if (pc.iceGatheringState === "complete") return Promise.resolve();
@@ -53,6 +56,10 @@ function teardown() {
 
 async function poll() {
   if (!session || !session.id) return;
+  if (session.heard && Date.now() - session.heard > SILENT_MS) {
+    ended("connection-lost", `no word from the server for ${SILENT_MS / 1000} s`);
+    return;
+  }
   const stream = await api(`/v1/streams/${session.id}`).catch(() => null);
   if (!stream || !session) return;
   if (stream.state === "ended") ended(stream.end_reason, stream.end_detail);
@@ -71,14 +78,20 @@ async function start() {
       audio: false,
     });
     const pc = new RTCPeerConnection();
-    session = { pc, camera, id: null, timer: setInterval(poll, 1000) };
+    session = { pc, camera, id: null, heard: null, timer: setInterval(poll, 1000) };
     $("#live-camera").srcObject = camera;
     for (const track of camera.getTracks()) pc.addTrack(track, camera);
     const channel = pc.createDataChannel("facegate");
     channel.addEventListener("message", (event) => {
       const message = JSON.parse(event.data);
+      if (session) session.heard = Date.now();
       if (message.event === "stats") showStats(message);
       else if (message.event === "ended") ended(message.reason, message.detail);
+    });
+    pc.addEventListener("connectionstatechange", () => {
+      if (pc.connectionState === "failed" && session && session.pc === pc) {
+        ended("connection-lost", "the connection to the server failed");
+      }
     });
     pc.addEventListener("track", (event) => {
       if (event.track.kind === "video") {

@@ -1,0 +1,37 @@
+"""``live_streams``: each live stream while it runs and after, with its heartbeat. Created
+by migration 0028_live_stream_heartbeats.
+
+The process that runs a stream writes its heartbeat (``heartbeat_at``, ``seconds`` live so
+far) in the transaction of each usage checkpoint, so the usage record and the heartbeat
+always agree. A stream whose heartbeat stops while it has no ``ended_at`` lost its process
+(killed, its machine gone): any process's sweep ends it as of its last heartbeat
+(``streams.service.sweep_lost_streams``). No foreign key to tenants, as usage records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import Float, Index, String, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from facegate.database import Base, UtcDateTime
+
+
+class LiveStreamRow(Base):
+    __tablename__ = "live_streams"
+    __table_args__ = (
+        Index("ix_live_streams_open", "ended_at", "heartbeat_at"),
+        Index("ix_live_streams_tenant", "tenant_id", "started_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(63), nullable=False)
+    #: the process running it (host:pid), for operators
+    node: Mapped[str] = mapped_column(String(200), nullable=False)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)
+    seconds: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
+    end_reason: Mapped[str | None] = mapped_column(String(40), default=None)
