@@ -1,7 +1,8 @@
 """What one ``POST /v1/jobs`` and one poll (``GET /v1/jobs/{id}``) ask of the database,
 counted (issue 28's 5 ms submission and fast polls; a count, not a time, so it holds on a
-loaded machine). A poll is one SELECT of the columns its answer shows (on SQLite without
-BEGIN or ROLLBACK: ``database.SINGLE_READS``).
+loaded machine). A poll is one SELECT of the columns its answer shows, a prepared read on
+the driver (``facegate.prepared``), on SQLite on the event loop (no BEGIN or ROLLBACK, no
+worker-thread hop).
 
 The three steps of a submission (``facegate.jobs.service``) stay: a read-only transaction
 (the tenant's policy, the workers' memory budgets, the queue cap and the quota together),
@@ -12,6 +13,7 @@ are not read for a job without sources, and each reading is one statement."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,8 +129,40 @@ async def test_a_poll_is_one_select_of_what_it_shows(
         headers = h.headers("acme")
         job = (await submit(h.client, headers, photo())).json()
         await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)  # authenticates
-        with statements_of(h.state.engine) as seen:
-            polled = await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)
+        ways: list[tuple[bool, int]] = []
+
+        def how(conn: Any, *_: Any) -> None:
+            ways.append((conn is None, threading.get_ident()))
+
+        event.listen(h.state.engine, "before_cursor_execute", how)
+        try:
+            with statements_of(h.state.engine) as seen:
+                polled = await h.client.get(f"/v1/jobs/{job['id']}", headers=headers)
+        finally:
+            event.remove(h.state.engine, "before_cursor_execute", how)
         assert polled.status_code == 200, polled.text
         assert polled.json()["status"] == "queued"
         assert seen == [("SELECT", "jobs")]
+        # A prepared read on the driver (facegate.prepared: no Core connection), and on
+        # SQLite on the event loop's own thread (no worker-thread hop).
+        [(prepared, thread)] = ways
+        assert prepared
+        if "database_url" not in database:
+            assert thread == threading.get_ident()
+
+
+async def test_a_poll_of_another_tenants_job_is_a_404(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    """The prepared read finds nothing for another tenant's id: the answer is the same 404
+    as for a missing one (the removal check runs only then)."""
+    async with make_client(**database) as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY)
+        h.create_tenant("other", **DEBUG_TENANT_POLICY)
+        job = (await submit(h.client, h.headers("acme"), photo())).json()
+        theirs = await h.client.get(f"/v1/jobs/{job['id']}", headers=h.headers("other"))
+        assert theirs.status_code == 404, theirs.text
+        assert theirs.json()["detail"] == "no such job"
+        ours = await h.client.get(f"/v1/jobs/{job['id']}", headers=h.headers("acme"))
+        assert ours.status_code == 200
+        assert ours.json()["id"] == job["id"]

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from facegate.database import utcnow
 from facegate.jobs.tables import Job
+from facegate.prepared import PreparedRead
 from facegate.storage.repository import USAGE
 
 
@@ -294,6 +295,9 @@ JOB_VIEW = ONE_JOB.with_only_columns(
     Job.consent,
     Job.quality,
 )
+# The polling route's read, run on the driver (facegate.prepared): JOB_VIEW's row, the same
+# values, without a Core execution around it.
+JOB_VIEW_READ = PreparedRead(JOB_VIEW)
 
 # A submission's queue-cap reading (the tenant's queued jobs, counted up to the cap) and,
 # with its quota's (facegate.storage.repository.USAGE), both in one statement: built once,
