@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from sqlalchemy import Engine, event
 from tests.api.jobhelpers import DEBUG_TENANT_POLICY, photo, submit
@@ -100,6 +101,40 @@ async def test_a_submission_runs_its_checks_in_eight_statements(
         assert again.status_code == 202, again.text
         begins = "database_url" not in database
         assert seen == [one for one in SUBMISSION if begins or one[0] != "BEGIN"]
+
+
+@contextmanager
+def thread_hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The worker-thread hops (``anyio.to_thread.run_sync``, FastAPI's and ours) made inside,
+    by the name of what each ran."""
+    hops: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(function, "__qualname__", type(function).__name__))
+        return await run_sync(function, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(anyio.to_thread, "run_sync", counted)
+        yield hops
+
+
+async def test_a_submission_is_one_worker_thread_hop(
+    make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync route itself, nothing more: authentication is cached on the loop, and the
+    answer is serialised by the route (FastAPI would otherwise validate the returned model
+    again, in a second hop)."""
+    async with make_client() as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY)
+        headers = h.headers("acme")
+        target = photo()
+        assert (await submit(h.client, headers, target)).status_code == 202
+        with thread_hops(monkeypatch) as hops:
+            again = await submit(h.client, headers, target)
+        assert again.status_code == 202, again.text
+        assert again.headers["location"] == f"/v1/jobs/{again.json()['id']}"
+        assert len(hops) == 1, hops
 
 
 async def test_the_checks_still_refuse_past_the_queue_cap_and_the_quota(

@@ -70,10 +70,9 @@ _SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/jobs", status_code=202, responses=_SUBMIT_RESPONSES)
+@router.post("/jobs", status_code=202, response_model=JobOut, responses=_SUBMIT_RESPONSES)
 def submit_job(
     request: Request,
-    response: Response,
     principal: WritePrincipal,
     target: Annotated[
         UploadFile,
@@ -125,7 +124,7 @@ def submit_job(
             "source or source_face_id when it names faces). Needs templates:read",
         ),
     ] = None,
-) -> JobOut:
+) -> Response:
     """Queue a swap. Everything is validated before anything is stored; ``202`` with a
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
     state = get_state(request)
@@ -183,14 +182,17 @@ def submit_job(
     except BaseException:
         store.delete_keys(written)
         raise
-    location = f"/v1/jobs/{submitted.job.id}"
-    response.headers["Location"] = location
     if submitted.created:
         notify_locally(state.settings.database_url)
         observe_submitted(submitted.job)
-    else:
-        response.status_code = 200
-    return JobOut.of(submitted.job)
+    # Serialised once, here: returned as a model, FastAPI would validate it again first, in
+    # a second worker-thread hop (a sync route's return value is validated in the pool).
+    return Response(
+        JobOut.of(submitted.job).model_dump_json(by_alias=True),
+        status_code=202 if submitted.created else 200,
+        media_type="application/json",
+        headers={"Location": f"/v1/jobs/{submitted.job.id}"},
+    )
 
 
 def _earlier_submission(service: JobService, submission: Submission, tenant_id: str) -> Submitted:
