@@ -131,6 +131,8 @@ class ReadPath:
         if self._loop_connection is None:
             dialect = self.engine.dialect
             args, kwargs = dialect.create_connect_args(self.engine.url)
+            # Used on the loop's thread only; closed at shutdown, maybe from another.
+            kwargs["check_same_thread"] = False
             connection = dialect.dbapi.connect(*args, **kwargs)  # type: ignore[union-attr]
             configure_sqlite_connection(connection, None)
             # Never wait on the event loop: a busy database is read in a worker thread.
