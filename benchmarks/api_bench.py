@@ -13,9 +13,12 @@ chunks of 20 requests (drift hits both alike), and besides wall-clock figures th
 CPU time per request is printed (less sensitive to other processes). ``--breakdown`` also
 measures the app with the gateway (rate limits, bans) and/or observability (metrics, access
 log) switched off, to show what each layer costs. (``benchmarks/observability_bench.py``
-measures metrics+logging with the log actually rendered.)
+measures metrics+logging with the log actually rendered.) ``--layers`` prints the process CPU
+each ASGI layer of the app spends on a GET and on a POST, outside the layers it wraps (the
+router's share is routing, dependencies and the route).
 
     .venv/bin/python benchmarks/api_bench.py [--requests 2000] [--submits 100] [--breakdown]
+        [--layers]
 """
 
 from __future__ import annotations
@@ -82,6 +85,78 @@ def image_of_about(size: int) -> bytes:
         if len(best) >= size:
             break
     return best
+
+
+class LayerClock:
+    """Process CPU spent inside one ASGI layer (and what it wraps), summed over calls."""
+
+    def __init__(self, name: str, app: Any, spent: dict[str, float]) -> None:
+        self.name, self.app, self.spent = name, app, spent
+        spent[name] = 0.0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        started = time.process_time()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.spent[self.name] += time.process_time() - started
+
+
+def clock_layers(app: FastAPI) -> dict[str, float]:
+    """Put a :class:`LayerClock` around each layer of the app's built middleware stack, down
+    to the router; their inclusive CPU seconds, outermost first (names in order)."""
+    spent: dict[str, float] = {}
+    layer = app.middleware_stack
+    assert layer is not None, "send a request first: the stack is built on the first one"
+    app.middleware_stack = LayerClock(type(layer).__name__, layer, spent)
+    while hasattr(layer, "app") and not hasattr(layer, "routes"):
+        inner = layer.app
+        layer.app = LayerClock(type(inner).__name__, inner, spent)
+        layer = inner
+    return spent
+
+
+def print_layers(what: str, spent: dict[str, float], requests: int, total_cpu: float) -> None:
+    names = list(spent)
+    print(f"  {what}: {total_cpu / requests * 1e6:.0f} µs CPU/request, client included; by layer:")
+    client = (total_cpu - spent[names[0]]) / requests * 1e6
+    print(f"    {'client (httpx, ASGI transport)':34s} {client:6.0f} µs")
+    for outer, inner in zip(names, [*names[1:], None], strict=True):
+        own = spent[outer] - (spent[inner] if inner else 0.0)
+        print(f"    {outer:34s} {own / requests * 1e6:6.0f} µs")
+
+
+async def layer_costs(requests: int, submits: int, target: bytes) -> None:
+    """CPU per layer of the authenticated GET and of the POST (the app as configured)."""
+    with tempfile.TemporaryDirectory(prefix="facegate-bench-") as tmp:
+        app = create_app(bench_settings(Path(tmp)), services=[])
+        async with app.router.lifespan_context(app):
+            headers = create_key(app)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+                files = {"target": ("t.jpg", target, "image/jpeg")}
+                options = {"options": json.dumps({"processors": ["face_debugger"]})}
+
+                async def submit() -> str:
+                    response = await client.post(
+                        "/v1/jobs", headers=headers, files=files, data=options
+                    )
+                    assert response.status_code == 202, response.text
+                    return str(response.json()["id"])
+
+                url = f"/v1/jobs/{await submit()}"
+                for _ in range(5 * CHUNK):  # warm-up
+                    (await client.get(url, headers=headers)).raise_for_status()
+                for what, count in (("GET", requests), ("POST", submits)):
+                    spent = clock_layers(app)
+                    cpu = time.process_time()
+                    for _ in range(count):
+                        if what == "GET":
+                            (await client.get(url, headers=headers)).raise_for_status()
+                        else:
+                            await submit()
+                    print_layers(what, spent, count, time.process_time() - cpu)
+                    app.middleware_stack = app.build_middleware_stack()
 
 
 @dataclass
@@ -214,12 +289,15 @@ async def run_variant(
     )
 
 
-async def main(requests: int, submits: int, breakdown: bool) -> None:
+async def main(requests: int, submits: int, breakdown: bool, layers: bool) -> None:
     logging.disable(logging.INFO)
     target = image_of_about(100 * 1024)
     names = list(VARIANTS) if breakdown else ["as configured"]
     for name in names:
         await run_variant(name, VARIANTS[name], requests, submits, target)
+    if layers:
+        print("[CPU by layer]")
+        await layer_costs(requests, submits, target)
 
 
 if __name__ == "__main__":
@@ -227,6 +305,7 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--submits", type=int, default=100)
     parser.add_argument("--breakdown", action="store_true", help="also with layers switched off")
+    parser.add_argument("--layers", action="store_true", help="also the CPU each layer spends")
     parser.add_argument(
         "--default-allocator",
         action="store_true",
@@ -234,4 +313,4 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     print(like_a_facegate_process(args.default_allocator))
-    asyncio.run(main(args.requests, args.submits, args.breakdown))
+    asyncio.run(main(args.requests, args.submits, args.breakdown, args.layers))

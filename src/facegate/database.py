@@ -91,7 +91,7 @@ def _prepare_sqlite_file(url: str) -> None:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
 
 
-def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+def configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     # pysqlite's own transaction handling issues BEGIN lazily and never for DDL; turning it
     # off and emitting BEGIN ourselves (below) gives SQLAlchemy real transactions, which the
     # job claim relies on (BEGIN IMMEDIATE in facegate.jobs).
@@ -135,7 +135,7 @@ def create_engine_from_url(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(
             url, connect_args={"check_same_thread": False, "timeout": 15}, **kwargs
         )
-        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "connect", configure_sqlite_connection)
         event.listen(engine, "begin", _on_sqlite_begin)
         return engine
     kwargs.setdefault("pool_pre_ping", True)

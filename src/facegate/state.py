@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from facegate.database import SessionFactory
 from facegate.engine.runtime import EngineRuntime
 from facegate.library.analysis import AnalysisSlots
+from facegate.prepared import ReadPath
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
@@ -35,6 +36,11 @@ class AppState:
     )
     #: The live streams this process runs (``facegate.streams``).
     streams: StreamRegistry = field(default_factory=StreamRegistry)
+
+    @cached_property
+    def reads(self) -> ReadPath:
+        """Where the prepared reads of the routes run (``facegate.prepared``)."""
+        return ReadPath(self.engine)
 
     @cached_property
     def worker_memory_budget(self) -> int:

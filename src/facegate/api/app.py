@@ -144,6 +144,7 @@ def create_app(
                 yield
         finally:
             state.face_engine.close()
+            state.reads.close()
             engine.dispose()
 
     app = FastAPI(
