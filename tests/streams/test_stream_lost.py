@@ -6,6 +6,7 @@ taken for lost that ends after all is billed as served, without a second ``strea
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -123,3 +124,49 @@ async def test_a_stream_taken_for_lost_that_ends_after_all_is_billed_as_served(
         assert [e.details["reason"] for e in ends] == [LOST]  # one stream.end, not two
         assert row.end_reason == LOST
         await live.close()
+
+
+async def test_a_stream_on_another_process_counts_against_the_tenants_cap(
+    make_client: Any,
+) -> None:
+    # The cap is the installation's, not each API process's: a stream another replica runs
+    # (its row open in live_streams) leaves none for this one when the cap is 1.
+    async with make_client(stream_checkpoint_seconds=BEAT) as h:
+        h.create_tenant("live", **LIVE_POLICY)
+        h.create_tenant("other", **LIVE_POLICY)
+        elsewhere = uuid.uuid4()
+        with session_scope(h.state.session_factory) as session:
+            now = utcnow()
+            session.add(
+                LiveStreamRow(
+                    id=elsewhere,
+                    tenant_id="live",
+                    node="api-replica-2:41",
+                    started_at=now,
+                    heartbeat_at=now,
+                    seconds=0.0,
+                )
+            )
+        headers = h.headers("live", ["director"])
+        refused_client, refused = await open_stream(h.client, headers)
+        await refused_client.close()
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["limit"] == "max_concurrent_streams"
+        assert h.state.streams.live() == []  # nothing left running here
+        # another tenant is not counted against it
+        other, started = await open_stream(h.client, h.headers("other", ["director"]))
+        await other.close()
+        assert started.status_code == 201, started.text
+        await wait_for(lambda: h.state.streams.live() == [], 20)
+        # once the other replica's stream has ended, this tenant may start one here
+        with session_scope(h.state.session_factory) as session:
+            session.execute(
+                update(LiveStreamRow)
+                .where(LiveStreamRow.id == elsewhere)
+                .values(ended_at=utcnow(), end_reason="client")
+            )
+        live, response = await open_stream(h.client, headers)
+        await live.close()
+        assert response.status_code == 201, response.text
+        await wait_for(lambda: h.state.streams.live() == [], 20)
+        gc.collect()  # whatever this test left unclosed is reported here, not in the next one

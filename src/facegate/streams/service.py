@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from facegate.consent.service import SOURCE_PREFIX, ConsentService
@@ -26,7 +26,7 @@ from facegate.engine.errors import MediaTooLarge
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.runtime import EngineRuntime
-from facegate.errors import BadRequest, Forbidden
+from facegate.errors import BadRequest, Forbidden, QuotaExceeded
 from facegate.models.installed import installation_model_store
 from facegate.models.requests import model_request_for
 from facegate.observability.audit import record_audit
@@ -49,6 +49,8 @@ STREAM_END = "stream.end"
 LOST = "server-lost"  # the end_reason of a stream whose process stopped beating
 #: a stream is lost once this many checkpoints' heartbeats are missing
 LOST_AFTER_CHECKPOINTS = 3
+#: First key of the advisory lock that serialises a tenant's stream admissions (PostgreSQL).
+STREAM_LOCK_NAMESPACE = 0x66677374  # "fgst"
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,9 @@ def plan_stream(
     consent: str | None,
 ) -> StreamPlan:
     """Everything a job submission checks, for a stream (read-only): live on for the
-    tenant, the options within its policy (403) and installed (409), the saved face (404)
-    or the uploaded image (413), consent where the policy asks (422), takedowns (451)."""
+    tenant and a stream left under its cap on the installation (429), the options within
+    its policy (403) and installed (409), the saved face (404) or the uploaded image (413),
+    consent where the policy asks (422), takedowns (451)."""
     asked = resolve_inputs(
         session,
         store,
@@ -119,6 +122,8 @@ def plan_stream(
     )
     policy = asked.policy
     check_live_enabled(policy)
+    # Refused before anything is negotiated; checked again, under a lock, where it opens.
+    hold_open_streams(session, principal.tenant_id, policy.max_concurrent_streams, lock=False)
     spec = asked.options.spec
     if asked.library is not None:
         source = asked.library.images[0]
@@ -156,6 +161,7 @@ def open_stream(
     """In the transaction that starts the stream: its mark (every frame carries it), its
     usage record (0 s, checkpointed as it runs), the uploaded source's consent
     attestation, and ``stream.start``."""
+    hold_open_streams(session, principal.tenant_id, plan.policy.max_concurrent_streams)
     mark = marker.issue_for(session, principal.tenant_id, stream_id)
     now = utcnow()
     session.add(
@@ -195,6 +201,35 @@ def open_stream(
         },
     )
     return mark
+
+
+def hold_open_streams(
+    session: Session, tenant_id: str, max_concurrent: int, *, lock: bool = True
+) -> None:
+    """429 naming ``max_concurrent_streams`` when the tenant's open streams on every process
+    of the installation (``live_streams`` rows not ended; a dead process's until the sweep
+    ends them) reach its cap. On PostgreSQL the tenant's stream admissions are serialised by
+    a transaction-scoped advisory lock, so two API replicas never both admit the last one;
+    SQLite's one API process admits one at a time already. ``lock`` False: a read-only
+    early look (the stream is refused before anything is negotiated)."""
+    if lock and session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:tenant))"),
+            {"namespace": STREAM_LOCK_NAMESPACE, "tenant": tenant_id},
+        )
+    running = session.scalar(
+        select(func.count())
+        .select_from(LiveStreamRow)
+        .where(LiveStreamRow.tenant_id == tenant_id, LiveStreamRow.ended_at.is_(None))
+    )
+    if (running or 0) >= max_concurrent:
+        raise QuotaExceeded(
+            f"this tenant already runs {running} live stream(s) on this installation, its "
+            f"maximum (max_concurrent_streams {max_concurrent}); end one first",
+            limit="max_concurrent_streams",
+            value=max_concurrent,
+            retry_after=5,
+        )
 
 
 def credentials_problem(session: Session, principal: Principal) -> str | None:
