@@ -179,13 +179,17 @@ class Cluster:
     def start_worker(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         return self.start("worker", "--no-device", "--heartbeat", "0.5", *args, name=name)
 
-    def stop_all(self) -> None:
+    def stop_all(self, grace: float = 3.0) -> None:
+        """SIGTERM to each process still running; SIGKILL to those not gone ``grace`` seconds
+        later (a worker with a job still running would wait the job out: at teardown nothing
+        looks at it any more, and test_fair_cluster tests the graceful stop itself)."""
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
         for process in self.processes:
             try:
-                process.wait(15)
+                process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

@@ -69,7 +69,7 @@ def test_untouched_frames_survive_the_colour_round_trip(tmp_path: Path) -> None:
 
 
 def test_trim_and_resolution_cap(tmp_path: Path) -> None:
-    src = create_clip(tmp_path / "in.mp4", seconds=2.0, width=1280, height=720)
+    src = create_clip(tmp_path / "in.mp4", seconds=2.0, width=960, height=540)
     dst = tmp_path / "out.mp4"
     result = process_video(src, dst, mark, VideoOptions(start=0.5, end=1.5, max_side=641))
     info = probe_video(dst)
