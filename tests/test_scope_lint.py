@@ -65,6 +65,13 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
     # A source is checked against its tenant's blocks and the platform's.
     "TakedownBlock": ("takedown/repository.py", {"blocks_for"}),
     # Tracing a file looks its mark up by what the file carries, whoever made it.
+    # A tenant's open streams (its cap) and one stream of the tenant's; the process running
+    # a stream beats and ends its own row (by the id it opened); the sweep ends any tenant's
+    # stream whose process stopped beating (as the scheduler reaps leases).
+    "LiveStreamRow": (
+        "streams/service.py",
+        {"hold_open_streams", "stream_row", "checkpoint", "_mark_ended", "sweep_lost_streams"},
+    ),
     "ProvenanceMark": (
         "provenance/repository.py",
         {"readable_statement", "by_serial", "by_reference"},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 import cv2
@@ -104,6 +105,9 @@ class SpyAnalyser:
     def analyse(self, frame: Frame) -> list[Face]:
         self.threads.append(threading.current_thread().name)
         return self.analyser.analyse(frame)
+
+    def aside(self) -> ThreadPoolExecutor:
+        return self.analyser.aside()
 
 
 @pytest.fixture(scope="module")

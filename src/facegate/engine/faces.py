@@ -146,6 +146,10 @@ class _Graphs:
                 graph.close()
 
 
+#: Threads of an analyser that detect beside a followed video's frames (``aside``).
+ASIDE_THREADS = 2
+
+
 class FaceAnalyser:
     """Finds faces and their 478-point mesh. Thread-safe: each thread gets its own graphs.
 
@@ -160,6 +164,7 @@ class FaceAnalyser:
         self._lock = threading.Lock()
         self._all_graphs: list[_Graphs] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._aside: ThreadPoolExecutor | None = None
 
     def _graphs(self) -> _Graphs:
         graphs: _Graphs | None = getattr(self._local, "graphs", None)
@@ -173,9 +178,11 @@ class FaceAnalyser:
     def close(self) -> None:
         """Release every thread's graphs (call when no thread is analysing)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+            pools = [self._pool, self._aside]
+            self._pool = self._aside = None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=True)
         with self._lock:
             for graphs in self._all_graphs:
                 graphs.close()
@@ -195,6 +202,15 @@ class FaceAnalyser:
                 )
             pool = self._pool
         return list(pool.map(lambda item: work(self._graphs(), item), items))
+
+    def aside(self) -> ThreadPoolExecutor:
+        """The analyser's ``tracker-detect`` threads (``TrackerOptions.detect_aside``): made
+        on first use and kept, so each holds one set of graphs however many videos or
+        streams use them."""
+        with self._lock:
+            if self._aside is None:
+                self._aside = ThreadPoolExecutor(ASIDE_THREADS, thread_name_prefix="tracker-detect")
+            return self._aside
 
     def analyse(self, frame: Frame, timings: dict[str, float] | None = None) -> list[Face]:
         """Every face of a BGR frame, filtered and ordered by the options. ``timings``, when

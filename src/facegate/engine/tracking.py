@@ -26,8 +26,7 @@ A tracker holds per-video state: use one per video, from one thread.
 from __future__ import annotations
 
 import math
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -160,23 +159,6 @@ def _plausible(new: FloatArray, old: FloatArray) -> bool:
     return bool(shift < 0.35 * size_b and 0.7 < size_a / max(size_b, 1e-6) < 1.4)
 
 
-_DETECT_THREADS = 2
-_detect_lock = threading.Lock()
-_detect_threads: ThreadPoolExecutor | None = None
-
-
-def _detect_pool() -> ThreadPoolExecutor:
-    """The process's tracker-detect threads (``TrackerOptions.detect_aside``), made on first
-    use and kept: each holds one set of the analyser's graphs however many streams come."""
-    global _detect_threads
-    with _detect_lock:
-        if _detect_threads is None:
-            _detect_threads = ThreadPoolExecutor(
-                _DETECT_THREADS, thread_name_prefix="tracker-detect"
-            )
-        return _detect_threads
-
-
 class FaceTracker:
     """Follows the faces of one video, frame by frame (call ``update`` in frame order)."""
 
@@ -229,7 +211,7 @@ class FaceTracker:
         if self._pending is None and self._detection_due(index):
             self._last_detection = index
             self.detections += 1
-            self._pending = _detect_pool().submit(self.analyser.analyse, frame.copy())
+            self._pending = self.analyser.aside().submit(self.analyser.analyse, frame.copy())
 
     def _detection_due(self, index: int) -> bool:
         if self._last_detection is None:
@@ -262,7 +244,7 @@ class FaceTracker:
         self._last_detection = index
         self.detections += 1
         if self.options.detect_aside:
-            self._adopt(_detect_pool().submit(self.analyser.analyse, frame).result())
+            self._adopt(self.analyser.aside().submit(self.analyser.analyse, frame).result())
         else:
             self._adopt(self.analyser.analyse(frame))
 
