@@ -74,7 +74,10 @@ def test_a_real_hand_in_front_of_the_face_stays_in_front(
     # The rest of the face is still swapped.
     rest = in_face(face, occluded.shape) & ~hand
     assert unchanged(kept, box, rest) > 0.9
-    assert unchanged(kept, occluded, rest) < 0.3
+    # ...and changed by it: under half of it left as it was. (The source wears glasses: where
+    # they were painted out the target's own skin shows, and the skin keeps the target's tone,
+    # so less of the face differs from the target than the 0.3 this held before issue 29.)
+    assert unchanged(kept, occluded, rest) < 0.5
 
 
 @pytest.mark.parametrize(

@@ -154,9 +154,11 @@ async def test_a_stream_on_another_process_counts_against_the_tenants_cap(
         assert refused.json()["limit"] == "max_concurrent_streams"
         assert h.state.streams.live() == []  # nothing left running here
         # another tenant is not counted against it
-        other, started = await open_stream(h.client, h.headers("other", ["director"]))
-        await other.close()
+        other_headers = h.headers("other", ["director"])
+        other, started = await open_stream(h.client, other_headers)
         assert started.status_code == 201, started.text
+        await h.client.delete(f"/v1/streams/{started.json()['id']}", headers=other_headers)
+        await other.close()
         await wait_for(lambda: h.state.streams.live() == [], 20)
         # once the other replica's stream has ended, this tenant may start one here
         with session_scope(h.state.session_factory) as session:
@@ -166,7 +168,8 @@ async def test_a_stream_on_another_process_counts_against_the_tenants_cap(
                 .values(ended_at=utcnow(), end_reason="client")
             )
         live, response = await open_stream(h.client, headers)
-        await live.close()
         assert response.status_code == 201, response.text
+        await h.client.delete(f"/v1/streams/{response.json()['id']}", headers=headers)
+        await live.close()
         await wait_for(lambda: h.state.streams.live() == [], 20)
         gc.collect()  # whatever this test left unclosed is reported here, not in the next one
