@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -159,16 +158,23 @@ def deployment(
 
 
 def test_the_runtime_image_has_no_shell_package_manager_or_compiler(image: str) -> None:
-    container = docker("create", image).strip()
-    try:
-        exported = subprocess.run(
-            ["docker", "export", container], capture_output=True, check=True, timeout=300
-        ).stdout
-    finally:
-        docker("rm", container)
-    with tarfile.open(fileobj=io.BytesIO(exported)) as filesystem:
-        # Files and links (mediapipe has a source folder named "cc").
-        names = {Path(m.name).name for m in filesystem.getmembers() if not m.isdir()}
+    # The image's own filesystem, listed from inside by its interpreter (a `docker export`
+    # of the ~3 GB image took over a minute): files and links, not folders (mediapipe has a
+    # source folder named "cc"); the kernel's /proc, /sys and /dev are not the image's.
+    walk = (
+        "import os\n"
+        "for root, dirs, files in os.walk('/'):\n"
+        "    if root == '/':\n"
+        "        dirs[:] = [d for d in dirs if d not in ('proc', 'sys', 'dev')]\n"
+        "    links = [d for d in dirs if os.path.islink(os.path.join(root, d))]\n"
+        "    print('\\n'.join(files + links))\n"
+    )
+    names = set(
+        docker(
+            "run", "--rm", "--network", "host", "--entrypoint", "python", image, "-c", walk,
+            timeout=300,
+        ).splitlines()
+    )  # fmt: skip
     forbidden = {
         *("sh", "bash", "dash", "busybox", "ash", "zsh", "perl", "curl", "wget"),
         *("apt", "apt-get", "dpkg", "pip", "pip3", "gcc", "cc", "g++", "ld", "as", "make"),
