@@ -94,7 +94,8 @@ async def test_a_stream_swaps_marks_meters_and_audits(make_client: Any) -> None:
             assert all(0 <= v["p50"] <= v["p95"] for v in stages.values())
             listed = (await h.client.get("/v1/streams", headers=viewer)).json()["items"]
             assert [item["id"] for item in listed] == [stream_id]
-            assert any(m["event"] == "stats" for m in live.messages)
+            # stats come on the data channel about once a second
+            await wait_for(lambda: any(m["event"] == "stats" for m in live.messages), 10)
             assert live.audio_frames > 0  # the microphone came back (passed through)
         finally:
             ended = (await h.client.delete(f"/v1/streams/{stream_id}", headers=headers)).json()
