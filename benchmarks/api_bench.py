@@ -31,8 +31,8 @@ import logging
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -126,37 +126,45 @@ def print_layers(what: str, spent: dict[str, float], requests: int, total_cpu: f
         print(f"    {outer:34s} {own / requests * 1e6:6.0f} µs")
 
 
-async def layer_costs(requests: int, submits: int, target: bytes) -> None:
-    """CPU per layer of the authenticated GET and of the POST (the app as configured)."""
+@asynccontextmanager
+async def bench_client(
+    overrides: dict[str, Any],
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient, dict[str, str]]]:
+    """The app (its settings with ``overrides``) started in a temporary folder, an
+    in-process client of it and a tenant key's headers."""
     with tempfile.TemporaryDirectory(prefix="facegate-bench-") as tmp:
-        app = create_app(bench_settings(Path(tmp)), services=[])
+        app = create_app(bench_settings(Path(tmp), **overrides), services=[])
         async with app.router.lifespan_context(app):
             headers = create_key(app)
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-                files = {"target": ("t.jpg", target, "image/jpeg")}
-                options = {"options": json.dumps({"processors": ["face_debugger"]})}
+                yield app, client, headers
 
-                async def submit() -> str:
-                    response = await client.post(
-                        "/v1/jobs", headers=headers, files=files, data=options
-                    )
-                    assert response.status_code == 202, response.text
-                    return str(response.json()["id"])
 
-                url = f"/v1/jobs/{await submit()}"
-                for _ in range(5 * CHUNK):  # warm-up
+async def layer_costs(requests: int, submits: int, target: bytes) -> None:
+    """CPU per layer of the authenticated GET and of the POST (the app as configured)."""
+    async with bench_client({}) as (app, client, headers):
+        files = {"target": ("t.jpg", target, "image/jpeg")}
+        options = {"options": json.dumps({"processors": ["face_debugger"]})}
+
+        async def submit() -> str:
+            response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
+            assert response.status_code == 202, response.text
+            return str(response.json()["id"])
+
+        url = f"/v1/jobs/{await submit()}"
+        for _ in range(5 * CHUNK):  # warm-up
+            (await client.get(url, headers=headers)).raise_for_status()
+        for what, count in (("GET", requests), ("POST", submits)):
+            spent = clock_layers(app)
+            cpu = time.process_time()
+            for _ in range(count):
+                if what == "GET":
                     (await client.get(url, headers=headers)).raise_for_status()
-                for what, count in (("GET", requests), ("POST", submits)):
-                    spent = clock_layers(app)
-                    cpu = time.process_time()
-                    for _ in range(count):
-                        if what == "GET":
-                            (await client.get(url, headers=headers)).raise_for_status()
-                        else:
-                            await submit()
-                    print_layers(what, spent, count, time.process_time() - cpu)
-                    app.middleware_stack = app.build_middleware_stack()
+                else:
+                    await submit()
+            print_layers(what, spent, count, time.process_time() - cpu)
+            app.middleware_stack = app.build_middleware_stack()
 
 
 @dataclass
@@ -238,30 +246,23 @@ def create_key(app: FastAPI) -> dict[str, str]:
 async def run_variant(
     name: str, overrides: dict[str, Any], requests: int, submits: int, target: bytes
 ) -> None:
-    with tempfile.TemporaryDirectory(prefix="facegate-bench-") as tmp:
-        app = create_app(bench_settings(Path(tmp), **overrides), services=[])
-        async with app.router.lifespan_context(app):
-            headers = create_key(app)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-                files = {"target": ("t.jpg", target, "image/jpeg")}
-                options = {"options": json.dumps({"processors": ["face_debugger"]})}
-                bare_transport = httpx.ASGITransport(app=bare_app())
-                bare_client = httpx.AsyncClient(transport=bare_transport, base_url="http://bare")
-                submitted, uploaded = Samples(), Samples()
-                for number in range(submits + 5):
-                    warm = number < 5  # the first few warm up imports and caches
-                    with submitted.timed(warm):
-                        response = await client.post(
-                            "/v1/jobs", headers=headers, files=files, data=options
-                        )
-                    assert response.status_code == 202, response.text
-                    with uploaded.timed(warm):
-                        answer = await bare_client.post("/uploads", files=files, data=options)
-                    assert answer.status_code == 202, answer.text
-                await bare_client.aclose()
-                url = f"/v1/jobs/{response.json()['id']}"
-                authed, bare = await compare_gets(client, url, headers, requests)
+    async with bench_client(overrides) as (_app, client, headers):
+        files = {"target": ("t.jpg", target, "image/jpeg")}
+        options = {"options": json.dumps({"processors": ["face_debugger"]})}
+        bare_transport = httpx.ASGITransport(app=bare_app())
+        bare_client = httpx.AsyncClient(transport=bare_transport, base_url="http://bare")
+        submitted, uploaded = Samples(), Samples()
+        for number in range(submits + 5):
+            warm = number < 5  # the first few warm up imports and caches
+            with submitted.timed(warm):
+                response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
+            assert response.status_code == 202, response.text
+            with uploaded.timed(warm):
+                answer = await bare_client.post("/uploads", files=files, data=options)
+            assert answer.status_code == 202, answer.text
+        await bare_client.aclose()
+        url = f"/v1/jobs/{response.json()['id']}"
+        authed, bare = await compare_gets(client, url, headers, requests)
     ratio = bare.wall / authed.wall
     cpu_ratio = bare.cpu / authed.cpu
     p50 = statistics.median(submitted.walls)
