@@ -26,6 +26,8 @@ import argparse
 import asyncio
 import base64
 import math
+import os
+import resource
 import statistics
 import tempfile
 import time
@@ -135,13 +137,86 @@ def report(name: str, run: ClientRun, key: bytes) -> None:
 
 
 def _p50_inside(stages: dict[str, dict[str, float]]) -> float:
-    return sum(v["p50"] for n, v in stages.items() if n != "send")
+    return sum(v["p50"] for n, v in stages.items() if n not in ("send", "paced"))
 
 
-def job_clip(folder: Path) -> Path:
-    path = folder / "beside.mp4"
-    make_face_clip(path, CAMERA, ClipSpec(seconds=20.0, width=640, height=360))
+class CpuMeter:
+    """The CPU the server process (its own threads, not its worker children) and this
+    client process took over a phase, in cores, beside the machine's own busy share."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.pid = server_pid
+        self.start = self._read()
+
+    def _read(self) -> tuple[float, float, float, float]:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        server = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        busy = (sum(cpu) - cpu[3] - cpu[4]) / tick  # all but idle and iowait
+        return time.monotonic(), server, own.ru_utime + own.ru_stime, busy
+
+    def line(self) -> str:
+        now = self._read()
+        wall = now[0] - self.start[0]
+        server, client, busy = ((now[i] - self.start[i]) / wall for i in (1, 2, 3))
+        return (
+            f"CPU over {wall:.1f} s, in cores: server process {server:.2f}, this client "
+            f"process {client:.2f} (its VP8 encodes and decodes, its receivers), the whole "
+            f"machine busy {busy:.2f} of {os.cpu_count()}"
+        )
+
+
+def job_clip(folder: Path, seconds: float = 20.0) -> Path:
+    path = folder / f"beside-{seconds:g}.mp4"
+    make_face_clip(path, CAMERA, ClipSpec(seconds=seconds, width=640, height=360))
     return path
+
+
+async def job_beside_two(base: str, key: str, seconds: float, fps: float, clip: Path) -> None:
+    """A video job's throughput (its progress a second) while two streams run beside it,
+    then alone for as long, the same job in the same sitting."""
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        submitted = await client.post(
+            "/v1/jobs",
+            headers=headers,
+            files={
+                "target": ("t.mp4", clip.read_bytes()),
+                "source": ("s.jpg", SOURCE.read_bytes()),
+            },
+        )
+        submitted.raise_for_status()
+        job = submitted.json()["id"]
+
+        async def progress() -> tuple[float, str]:
+            got = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
+            return float(got.get("progress") or 0.0), str(got["status"])
+
+        while (await progress())[1] != "running" or (await progress())[0] <= 0.0:
+            await asyncio.sleep(0.2)  # the job's models loaded, its frames under way
+        p0, t0 = (await progress())[0], time.monotonic()
+        pair = await asyncio.gather(
+            stream(base, key, seconds, fps), stream(base, key, seconds, fps)
+        )
+        p1, t1 = (await progress())[0], time.monotonic()
+        await asyncio.sleep(seconds)
+        p2, state = await progress()
+        t2 = time.monotonic()
+    beside, alone = (p1 - p0) / (t1 - t0), (p2 - p1) / (t2 - t1)
+    print(f"\na video job beside two streams ({load_average()})")
+    print(
+        f"  the job's progress a second: beside two streams {100 * beside:.2f} %/s over "
+        f"{t1 - t0:.1f} s, alone after them {100 * alone:.2f} %/s over {t2 - t1:.1f} s "
+        f"(x{beside / alone if alone else math.nan:.2f}; the job {state} at the end)"
+    )
+    for n, run in enumerate(pair, 1):
+        lat = [lat for _, lat in run.samples]
+        print(
+            f"  stream {n}: {len(run.samples) / run.seconds:.1f} fps, latency p50 "
+            f"{1000 * statistics.median(lat):.0f} / p95 {1000 * p95(lat):.0f} ms"
+        )
 
 
 async def with_job(
@@ -265,6 +340,9 @@ async def main_async(args: argparse.Namespace) -> None:
         key = make_tenant(url)
         port = free_port()
         env = base_env(folder, url) | {"FACEGATE_WORKERS": "1"}
+        if args.job_two_seconds:
+            env["FACEGATE_VIDEO_SEGMENT_SECONDS"] = "0"  # the job's progress is one run's
+        env |= dict(args.server_env)
         server = facegate("serve", "--port", str(port), env=env, log=folder / "serve.log")
         try:
             base = f"http://127.0.0.1:{port}"
@@ -273,19 +351,27 @@ async def main_async(args: argparse.Namespace) -> None:
             marker = args.client_receiver == "marker"
             await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
             if args.seconds:
+                meter = CpuMeter(server.pid)
                 one = await stream(base, key, args.seconds, args.fps, marker)
                 report("one stream", one, mark_key)
+                print(f"  {meter.line()}")
             if args.two_seconds:
+                meter = CpuMeter(server.pid)
                 pair = await asyncio.gather(
                     stream(base, key, args.two_seconds, args.fps, marker),
                     stream(base, key, args.two_seconds, args.fps, marker),
                 )
+                cpu = meter.line()
                 for n, run in enumerate(pair, 1):
                     report(f"two streams at once, stream {n}", run, mark_key)
+                print(f"  {cpu}")
             if args.job_seconds:
                 clip = await asyncio.to_thread(job_clip, folder)
                 beside = await with_job(base, key, args.job_seconds, args.fps, clip, marker)
                 report("one stream beside a video job", beside, mark_key)
+            if args.job_two_seconds:
+                clip = await asyncio.to_thread(job_clip, folder, 3 * args.job_two_seconds)
+                await job_beside_two(base, key, args.job_two_seconds, args.fps, clip)
         finally:
             stop_all([server])
         if args.kill_seconds:
@@ -297,7 +383,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="one stream (0: skip)")
     parser.add_argument("--two-seconds", type=float, default=30.0, help="two (0: skip)")
     parser.add_argument("--job-seconds", type=float, default=30.0, help="beside a job (0: skip)")
+    parser.add_argument(
+        "--job-two-seconds",
+        type=float,
+        default=0.0,
+        help="a video job's progress beside two streams for this long, then alone as long "
+        "(0: skip; the clip is 3x as long, run whole: segments off)",
+    )
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        type=lambda text: tuple(text.split("=", 1)),
+        metavar="NAME=VALUE",
+        help="a setting of the server (repeatable), e.g. FACEGATE_STREAM_CORES=1",
+    )
     parser.add_argument(
         "--kill-seconds", type=float, default=10.0, help="a server killed mid-stream (0: skip)"
     )

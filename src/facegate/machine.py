@@ -1,4 +1,5 @@
-"""What this machine offers a worker: its memory, as the kernel will enforce it.
+"""What this machine offers a worker: its memory and its cores, as the kernel will enforce
+them.
 
 A container's limit (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) is what the
 OOM killer acts on, so it wins over the machine's ``MemTotal`` when it is lower.
@@ -6,6 +7,7 @@ OOM killer acts on, so it wins over the machine's ``MemTotal`` when it is lower.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 #: A worker's default memory budget is this share of the memory it may use: the rest is the
@@ -50,3 +52,28 @@ def _meminfo_total(meminfo: Path) -> int:
         if line.startswith("MemTotal:"):
             return int(line.split()[1]) * 1024
     return FALLBACK_MEMORY_BYTES
+
+
+_CGROUP_CPU_V2 = Path("/sys/fs/cgroup/cpu.max")
+_CGROUP_CPU_V1 = (
+    Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+    Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
+)
+
+
+def machine_cores(cpu_max: Path = _CGROUP_CPU_V2, cfs: tuple[Path, Path] = _CGROUP_CPU_V1) -> float:
+    """The cores this process may use: the CPUs it may run on, or its container's CPU
+    limit (cgroup v2 ``cpu.max``, v1 the CFS quota over its period) if lower."""
+    cores = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    quota: tuple[str, str] | None = None
+    try:
+        parts = cpu_max.read_text().split()
+        quota = (parts[0], parts[1]) if len(parts) == 2 else None
+    except OSError:
+        try:
+            quota = (cfs[0].read_text().strip(), cfs[1].read_text().strip())
+        except OSError:
+            quota = None
+    if quota is not None and quota[0].isdigit() and quota[1].isdigit() and int(quota[1]) > 0:
+        cores = min(cores, int(quota[0]) / int(quota[1]))
+    return cores

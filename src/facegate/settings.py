@@ -14,7 +14,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from facegate.errors import InvalidSettings
-from facegate.machine import default_memory_budget
+from facegate.machine import default_memory_budget, machine_cores
 from facegate.networks import parse_allowed
 
 JwtAlgorithm = Literal["HS256", "RS256", "ES256"]
@@ -219,6 +219,15 @@ class Settings(BaseSettings):
     # How many live streams this process runs at once, all tenants together (each holds an
     # engine thread): past it a start is 503 with Retry-After, whatever the tenant's cap.
     streams_per_process: int = Field(default=2, ge=0, le=256)
+    # The cores this process's live streams may take together (facegate.stream_cpu): while
+    # streams run, the process's CPU is paced to stay within it, and a start is 503 when
+    # the budget could not give every stream, the new one too, stream_min_cores. Unset: the
+    # process's cores (its container's CPU limit if lower) less one when job workers run
+    # beside it (`serve`: the jobs keep at least a core), all of them otherwise (`api`).
+    stream_cores: float | None = Field(default=None, gt=0, le=1024)
+    stream_min_cores: float = Field(default=0.5, gt=0, le=1024)
+    # Threads of the one engine pool every stream's frames go through (per process).
+    stream_engine_threads: int = Field(default=2, ge=1, le=64)
     stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
     stream_check_seconds: float = Field(default=2.0, gt=0, le=60)
     stream_moderation_seconds: float = Field(default=1.0, gt=0, le=60)
@@ -277,6 +286,15 @@ class Settings(BaseSettings):
         if uses_device and self.inference_gpu_mem_limit is not None:
             return self.inference_gpu_mem_limit
         return default_memory_budget()
+
+    def stream_core_budget(self) -> float:
+        """The cores this process's streams may take (``stream_cores``, else its default:
+        the process's cores, less one when job workers run beside it, at least
+        ``stream_min_cores``)."""
+        if self.stream_cores is not None:
+            return self.stream_cores
+        cores = machine_cores()
+        return max(self.stream_min_cores, cores - 1 if self.workers > 0 else cores)
 
     @property
     def provenance_path(self) -> Path:

@@ -20,6 +20,8 @@ from typing import Literal
 
 from facegate.database import utcnow
 from facegate.errors import NotFound, QuotaExceeded, Unavailable
+from facegate.machine import machine_cores
+from facegate.stream_cpu import StreamCpu
 
 StreamState = Literal["live", "ended"]
 #: how many ended streams stay readable (GET) per process, newest kept
@@ -118,15 +120,27 @@ class StreamRecord:
 class StreamRegistry:
     """This process's streams (``AppState.streams``)."""
 
-    def __init__(self, capacity: int = 2, keep_ended: int = KEEP_ENDED) -> None:
+    def __init__(
+        self,
+        capacity: int = 2,
+        keep_ended: int = KEEP_ENDED,
+        cores: float | None = None,
+        min_cores: float = 0.5,
+        engine_threads: int = 2,
+    ) -> None:
         self.capacity = capacity
+        #: the streams' engine pool and core budget (``stream_cores``), and the share
+        #: each admitted stream is counted at (``stream_min_cores``)
+        self.cpu = StreamCpu(machine_cores() if cores is None else cores, engine_threads)
+        self.min_cores = min_cores
         self._live: dict[uuid.UUID, StreamRecord] = {}
         self._ended: OrderedDict[uuid.UUID, StreamRecord] = OrderedDict()
         self._keep_ended = keep_ended
 
     def check(self, tenant_id: str, max_concurrent: int) -> None:
         """429 naming ``max_concurrent_streams`` when the tenant runs that many already;
-        503 when this process runs its ``streams_per_process`` (any tenants')."""
+        503 when this process runs its ``streams_per_process`` (any tenants'), or when its
+        streams' core budget (``stream_cores``) cannot give one more ``stream_min_cores``."""
         running = len(self.live(tenant_id))
         if running >= max_concurrent:
             raise QuotaExceeded(
@@ -141,6 +155,16 @@ class StreamRegistry:
                 f"this server runs its maximum of {self.capacity} live streams; try again shortly",
                 limit="streams_per_process",
                 limit_value=self.capacity,
+                retry_after=10,
+            )
+        cores = self.cpu.cores
+        if (len(self._live) + 1) * self.min_cores > cores + 1e-9:
+            raise Unavailable(
+                f"this server's live streams may take {cores:g} cores together "
+                f"(stream_cores), {self.min_cores:g} for each; it runs {len(self._live)}, "
+                "the rest is kept for jobs; try again shortly",
+                limit="stream_cores",
+                limit_value=cores,
                 retry_after=10,
             )
 

@@ -134,7 +134,12 @@ def create_app(
                 settings.face_analysis_slots, settings.face_analysis_per_tenant
             ),
             public_verify_limiter=anyio.CapacityLimiter(settings.public_verify_concurrency),
-            streams=StreamRegistry(settings.streams_per_process),
+            streams=StreamRegistry(
+                settings.streams_per_process,
+                cores=settings.stream_core_budget(),
+                min_cores=settings.stream_min_cores,
+                engine_threads=settings.stream_engine_threads,
+            ),
         )
         app.state.facegate = state
         try:
