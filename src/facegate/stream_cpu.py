@@ -73,17 +73,30 @@ class CorePacer:
 class StreamCpu:
     """This process's streams' engine pool and their core budget."""
 
-    def __init__(self, cores: float, threads: int = 2, window: float = WINDOW_SECONDS) -> None:
+    def __init__(
+        self,
+        cores: float,
+        threads: int = 2,
+        window: float = WINDOW_SECONDS,
+        shared_fps: float = 0.0,
+    ) -> None:
         self.cores = cores
+        self.shared_fps = shared_fps
         self.pacer = CorePacer(cores, window)
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="stream-engine")
 
-    async def pace(self) -> float:
-        """Wait (on the event loop) until the process is within its streams' budget; the
-        seconds waited."""
+    async def pace(self, since_last: float, streams: int) -> float:
+        """Wait (on the event loop) until a stream may take its next frame: ``since_last``
+        seconds after it took its last one, with ``streams`` streams running; the seconds
+        waited. With more than one stream, each takes at most ``shared_fps`` frames a
+        second (0: no such bound); then the process must be within its streams' budget."""
         waited = 0.0
-        while waited < MAX_HOLD_SECONDS and (wait := self.pacer.delay()) > 0:
-            step = min(wait, MAX_WAIT_SECONDS, MAX_HOLD_SECONDS - waited)
+        if streams > 1 and self.shared_fps > 0 and since_last < 1 / self.shared_fps:
+            waited = 1 / self.shared_fps - since_last
+            await asyncio.sleep(waited)
+        held = waited
+        while waited - held < MAX_HOLD_SECONDS and (wait := self.pacer.delay()) > 0:
+            step = min(wait, MAX_WAIT_SECONDS, MAX_HOLD_SECONDS - (waited - held))
             await asyncio.sleep(step)
             waited += step
         return waited

@@ -199,12 +199,16 @@ class LiveStream:
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         stats = self.record.stats
+        registry = self.deps.registry
+        taken = 0.0
         while not self.ending:
             # Before the frame is taken: the newest one is taken after the wait.
-            stats.stage("paced", await self.cpu.pace())
+            since = time.monotonic() - taken
+            stats.stage("paced", await self.cpu.pace(since, len(registry.live())))
             item = await self.inputs.take()
             if item is None:
                 return
+            taken = time.monotonic()
             frame, arrived = item
             self.in_engine = self.cpu.executor.submit(self._swap, frame, arrived)
             try:
