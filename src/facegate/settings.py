@@ -226,12 +226,6 @@ class Settings(BaseSettings):
     # beside it (`serve`: the jobs keep at least a core), all of them otherwise (`api`).
     stream_cores: float | None = Field(default=None, gt=0, le=1024)
     stream_min_cores: float = Field(default=0.5, gt=0, le=1024)
-    # Threads of the one engine pool every stream's frames go through (per process).
-    stream_engine_threads: int = Field(default=2, ge=1, le=64)
-    # With more than one stream in the process, each takes at most this many camera frames
-    # a second into the engine (0: as many as it can): fewer frames, less contention, a
-    # lower latency for those sent.
-    stream_shared_fps: float = Field(default=0.0, ge=0, le=120)
     stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
     stream_check_seconds: float = Field(default=2.0, gt=0, le=60)
     stream_moderation_seconds: float = Field(default=1.0, gt=0, le=60)

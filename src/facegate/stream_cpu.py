@@ -1,20 +1,14 @@
-"""The CPU of this process's live streams: one engine thread pool that every stream's frames
-go through, and a core budget that paces them.
+"""The CPU of this process's live streams: a core budget that paces them
+(``FACEGATE_STREAM_CORES``).
 
-- **One pool, not a thread per stream** (``FACEGATE_STREAM_ENGINE_THREADS``, 2): each
-  stream has at most one frame in the engine at a time, so the pool's queue takes the
-  streams' frames in turn, and the analyser's per-thread graphs are the pool's, not one set
-  per stream that ever ran. One thread would keep a frame from contending with another
-  stream's for the interpreter lock, but on a shared machine it halves the CPU share the
-  kernel gives the streams: measured slower (docs/live.md).
-- **A core budget** (``FACEGATE_STREAM_CORES``): while streams run, the process's CPU (all
-  its threads: the engine, the receivers' decoders and the senders' encoders, the event
-  loop) over the last ``window`` seconds is kept within it: before a stream's engine takes
-  its next frame it waits until the process is back within the budget. Camera frames that
-  arrive meanwhile replace each other (drop, never queue), so the wait lowers the frame
-  rate, never the latency of the frame taken (and never below 2 frames a second: a frame
-  is held at most ``MAX_HOLD_SECONDS``). What the budget leaves is the jobs' (their worker
-  processes run beside the API process in ``facegate serve``).
+While streams run, the process's CPU (all its threads: the streams' engine threads, the
+receivers' decoders and the senders' encoders, the event loop) over the last ``window``
+seconds is kept within the budget: before a stream's engine takes its next frame it waits
+until the process is back within it. Camera frames that
+arrive meanwhile replace each other (drop, never queue), so the wait lowers the frame rate,
+never the latency of the frame taken (and never below 2 frames a second: a frame is held at
+most ``MAX_HOLD_SECONDS``). What the budget leaves is the jobs' (their worker processes run
+beside the API process in ``facegate serve``).
 
 Stdlib only, as ``stream_registry`` (``AppState`` holds it).
 """
@@ -25,7 +19,6 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 #: the budget is kept over this many seconds of the process's CPU
 WINDOW_SECONDS = 0.5
@@ -71,35 +64,18 @@ class CorePacer:
 
 
 class StreamCpu:
-    """This process's streams' engine pool and their core budget."""
+    """This process's streams' core budget."""
 
-    def __init__(
-        self,
-        cores: float,
-        threads: int = 2,
-        window: float = WINDOW_SECONDS,
-        shared_fps: float = 0.0,
-    ) -> None:
+    def __init__(self, cores: float, window: float = WINDOW_SECONDS) -> None:
         self.cores = cores
-        self.shared_fps = shared_fps
         self.pacer = CorePacer(cores, window)
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="stream-engine")
 
-    async def pace(self, since_last: float, streams: int) -> float:
-        """Wait (on the event loop) until a stream may take its next frame: ``since_last``
-        seconds after it took its last one, with ``streams`` streams running; the seconds
-        waited. With more than one stream, each takes at most ``shared_fps`` frames a
-        second (0: no such bound); then the process must be within its streams' budget."""
+    async def pace(self) -> float:
+        """Wait (on the event loop) until the process is within its streams' budget, at
+        most ``MAX_HOLD_SECONDS``; the seconds waited."""
         waited = 0.0
-        if streams > 1 and self.shared_fps > 0 and since_last < 1 / self.shared_fps:
-            waited = 1 / self.shared_fps - since_last
-            await asyncio.sleep(waited)
-        held = waited
-        while waited - held < MAX_HOLD_SECONDS and (wait := self.pacer.delay()) > 0:
-            step = min(wait, MAX_WAIT_SECONDS, MAX_HOLD_SECONDS - (waited - held))
+        while waited < MAX_HOLD_SECONDS and (wait := self.pacer.delay()) > 0:
+            step = min(wait, MAX_WAIT_SECONDS, MAX_HOLD_SECONDS - waited)
             await asyncio.sleep(step)
             waited += step
         return waited
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=False)

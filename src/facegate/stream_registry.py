@@ -126,15 +126,11 @@ class StreamRegistry:
         keep_ended: int = KEEP_ENDED,
         cores: float | None = None,
         min_cores: float = 0.5,
-        engine_threads: int = 2,
-        shared_fps: float = 0.0,
     ) -> None:
         self.capacity = capacity
-        #: the streams' engine pool and core budget (``stream_cores``), and the share
-        #: each admitted stream is counted at (``stream_min_cores``)
-        self.cpu = StreamCpu(
-            machine_cores() if cores is None else cores, engine_threads, shared_fps=shared_fps
-        )
+        #: the streams' core budget (``stream_cores``), and the share each admitted
+        #: stream is counted at (``stream_min_cores``)
+        self.cpu = StreamCpu(machine_cores() if cores is None else cores)
         self.min_cores = min_cores
         self._live: dict[uuid.UUID, StreamRecord] = {}
         self._ended: OrderedDict[uuid.UUID, StreamRecord] = OrderedDict()

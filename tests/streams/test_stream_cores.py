@@ -15,7 +15,7 @@ from tests.streams.streamkit import open_stream, wait_for
 
 from facegate.machine import machine_cores
 from facegate.settings import Settings
-from facegate.stream_cpu import CorePacer, StreamCpu
+from facegate.stream_cpu import CorePacer
 from facegate.worker.embedded import workers_service
 
 TWO_STREAMS = {"max_concurrent_streams": 2, "requests_per_minute": 1_000_000}
@@ -136,14 +136,3 @@ def test_the_machine_cores_are_the_lower_of_the_cpus_and_the_container_limit(
     assert machine_cores(v2, (quota, period)) == cpus  # v2 wins, no limit
     v2.write_text("150000 100000\n")
     assert machine_cores(v2, (quota, period)) == min(cpus, 1.5)
-
-
-async def test_beside_another_stream_each_takes_at_most_the_shared_rate() -> None:
-    cpu = StreamCpu(cores=64.0, shared_fps=10.0)
-    try:
-        assert await cpu.pace(since_last=0.02, streams=1) == 0.0  # alone: no bound
-        assert await cpu.pace(since_last=1.0, streams=2) == 0.0  # its last frame long ago
-        assert await cpu.pace(since_last=0.02, streams=2) == pytest.approx(0.08)
-        assert await StreamCpu(cores=64.0).pace(since_last=0.02, streams=2) == 0.0  # off
-    finally:
-        cpu.close()

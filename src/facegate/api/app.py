@@ -138,8 +138,6 @@ def create_app(
                 settings.streams_per_process,
                 cores=settings.stream_core_budget(),
                 min_cores=settings.stream_min_cores,
-                engine_threads=settings.stream_engine_threads,
-                shared_fps=settings.stream_shared_fps,
             ),
         )
         app.state.facegate = state

@@ -5,10 +5,9 @@ Tasks, on the event loop:
 
 - *pump* reads the camera track as fast as it arrives and keeps only the newest frame
   (``media.Newest``): aiortc's own queue never grows, whatever the engine's speed;
-- *work* waits while the process is over its streams' core budget, then hands the newest
-  frame to the process's stream engine pool (``stream_cpu.StreamCpu``: every stream's
-  frames in turn, ``frames.LiveFrames``) and the swapped frame to the outgoing track;
-  frames that came meanwhile were dropped;
+- *work* waits while the process is over its streams' core budget (``stream_cpu``), then
+  hands the newest frame to the stream's one engine thread (``frames.LiveFrames``) and the
+  swapped frame to the outgoing track; frames that came meanwhile were dropped;
 - *watch* ends the stream at ``max_stream_seconds``, when the client went silent, or when
   its key was revoked or its tenant suspended (the credentials checked again every
   ``stream_check_seconds``), and reports progress (Prometheus; the data channel);
@@ -24,8 +23,7 @@ import asyncio
 import json
 import time
 from collections.abc import Coroutine
-from concurrent.futures import Future
-from concurrent.futures import wait as wait_all
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,11 +114,10 @@ class LiveStream:
         self.pc = RTCPeerConnection(ice_configuration(deps.settings))
         self.inputs: Newest[tuple[VideoFrame, float]] = Newest()
         self.outputs: Newest[tuple[VideoFrame, float]] = Newest()
-        self.cpu = deps.registry.cpu  # the process's engine pool and core budget
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"stream-{record.id.hex[:8]}")
         self.camera: MediaStreamTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.frames: LiveFrames | None = None
-        self.in_engine: Future[tuple[VideoFrame, Frame, float]] | None = None
         self.last_output: Frame | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.ending = False
@@ -198,21 +195,18 @@ class LiveStream:
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
-        stats = self.record.stats
-        registry = self.deps.registry
-        taken = 0.0
+        stats, budget = self.record.stats, self.deps.registry.cpu
         while not self.ending:
             # Before the frame is taken: the newest one is taken after the wait.
-            since = time.monotonic() - taken
-            stats.stage("paced", await self.cpu.pace(since, len(registry.live())))
+            stats.stage("paced", await budget.pace())
             item = await self.inputs.take()
             if item is None:
                 return
-            taken = time.monotonic()
             frame, arrived = item
-            self.in_engine = self.cpu.executor.submit(self._swap, frame, arrived)
             try:
-                out, image, compute = await asyncio.wrap_future(self.in_engine, loop=loop)
+                out, image, compute = await loop.run_in_executor(
+                    self.executor, self._swap, frame, arrived
+                )
             except Exception as exc:
                 log.exception("stream.failed", stream_id=str(self.record.id))
                 await self.end("failed", type(exc).__name__)
@@ -320,9 +314,8 @@ class LiveStream:
         self._report()
         metrics.stream_ended(record.tenant_id, reason)
         if self.frames is not None:
-            # its last frame may still be in the pool (its task is cancelled, not the thread)
-            await asyncio.to_thread(wait_all, [self.in_engine] if self.in_engine else [])
-            await asyncio.get_running_loop().run_in_executor(self.cpu.executor, self.frames.close)
+            await asyncio.get_running_loop().run_in_executor(self.executor, self.frames.close)
+        self.executor.shutdown(wait=False)
         try:
             await asyncio.to_thread(self._write_usage, reason)
         finally:

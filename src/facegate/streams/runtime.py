@@ -56,4 +56,3 @@ async def streams_service(state: AppState) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await sweeper
         await state.streams.stop_all("server-stopping")
-        state.streams.cpu.close()
