@@ -12,7 +12,10 @@ video job runs beside it; a server killed (SIGKILL) mid-stream (``--kill-seconds
 its client saw the frames stop, and when a second server's sweep ended the stream
 (``server-lost``), with its usage and ``stream.end`` against the seconds the client saw.
 After each streaming phase, the share of sampled received frames (VP8, as sent) from which
-the watermark reads back, naming the stream.
+the watermark reads back, naming the stream; after the one- and two-stream phases, the CPU
+the server process and this client process took (in cores). ``--job-two-seconds``: a video
+job's progress a second beside two streams, then alone as long (the streams' core budget,
+docs/scheduling.md); ``--server-env NAME=VALUE`` sets the server's settings (a variant).
 
 The client's VP8 encoding and decoding run on the same machine as the server: on a small
 machine they take a share of its cores, which a real remote client would not.
