@@ -53,9 +53,11 @@ class Settings(BaseSettings):
     # recently used go, the one just loaded always stays); the device of the ONNX models:
     # auto (CUDA where onnxruntime-gpu offers it, else the CPU), cpu, or cuda (a process
     # refuses to start without onnxruntime's CUDA provider). The built-in mediapipe and ncnn
-    # models always run on the CPU.
+    # models always run on the CPU. Spin-waiting: onnxruntime's threads spin between runs
+    # (faster alone, CPU taken from the neighbours on shared cores; off unless set).
     inference_intra_op_threads: int = Field(default=0, ge=0, le=1024)
     inference_inter_op_threads: int = Field(default=1, ge=0, le=1024)
+    inference_spin_wait: bool = False
     inference_max_bytes: int = Field(default=4 << 30, ge=0)
     inference_device: Literal["auto", "cuda", "cpu"] = "auto"
     # onnxruntime's CUDA provider (a device worker; docs/scheduling-memory.md): the most bytes
