@@ -186,10 +186,15 @@ class Pipeline:
         ctx: JobContext,
         faces: Sequence[Face] | None = None,
         selected: Sequence[tuple[int, Face]] | None = None,
+        *,
+        owned: bool = False,
     ) -> Frame:
         """Run every processor on one frame. ``faces`` skips detection (video tracking);
-        ``selected`` skips selection (video keeps each track's pairing across frames)."""
+        ``selected`` skips selection (video keeps each track's pairing across frames);
+        ``owned``: the caller hands the frame over and never reads it again, so processors
+        may paste into it (``JobContext.frame_owned``; not where one reads the original)."""
         ctx.check_cancelled()
+        ctx.frame_owned = owned and not any(p.reads_original for p in self.processors)
         # The frame as it came, for processors that restore something of it (expression).
         ctx.state.setdefault("pipeline", {})["original_frame"] = frame
         target_faces = list(faces) if faces is not None else self.analyser.analyse(frame)
@@ -323,7 +328,12 @@ class Pipeline:
         if reports is not None and "face_swapper" in self.spec.processors and identity_available():
             sampler = QualitySampler(_frames_run(info, options))
         work = VideoSwap(
-            self, ctx, TrackerOptions(fps=float(info.fps)), handover=handover, quality=sampler
+            self,
+            ctx,
+            TrackerOptions(fps=float(info.fps)),
+            handover=handover,
+            quality=sampler,
+            owns_frames=True,  # process_video decodes a fresh frame for each render
         )
         try:
             stages = dataclasses.replace(
