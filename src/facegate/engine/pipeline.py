@@ -253,10 +253,14 @@ class Pipeline:
             raise NoFaceDetected("the target image has no face")
         report(0.5, "process")
         wants_reports = reports is not None and "face_swapper" in self.spec.processors
-        original = target.copy() if wants_reports else target  # processors may paste in place
-        result = self.process_frame(target, ctx, faces=target_faces)
+        if wants_reports:
+            # The reports compare the result with the target as it came: the processors get
+            # a copy, handed over (they paste into it: one whole-frame copy, not two).
+            result = self.process_frame(target.copy(), ctx, faces=target_faces, owned=True)
+        else:
+            result = self.process_frame(target, ctx, faces=target_faces)
         if reports is not None and wants_reports and identity_available():
-            reports.extend(self.face_reports(ctx, original, result))
+            reports.extend(self.face_reports(ctx, target, result))
         if counts is not None:
             counts.update(target_faces=len(target_faces), processed=len(ctx.selected))
         report(1.0, "done")
