@@ -237,7 +237,7 @@ def run_part(
         options = video_options(info, policy).model_copy(
             update={"start": float(first / fps), "end": float(end / fps)}
         )
-        finish = finish_frames(policy, mark)
+        finish = finish_frames(policy, mark, in_place=True)
         checks = moderation(part)
         result = engine.pipeline(spec).run_video(
             [s.frame for s in sources],

@@ -54,7 +54,8 @@ def _frame_work(
 ) -> tuple[Counter[str], int, int]:
     """Run the clip through the service's chain: (what was counted, frames, checked frames).
     Call with ``cv2``, ``CropMesh``, ``watermark`` and ``screening`` patched by the caller.
-    ``owns_frames``: the render's frames are handed over, as ``Pipeline.run_video`` does."""
+    ``owns_frames``: the frames are handed over to the render and the watermark, as a video
+    job runs them (``Pipeline.run_video``, ``finish_frames(in_place=True)``)."""
     src = create_clip(tmp_path / "in.mp4", seconds=SECONDS, width=WIDTH, height=HEIGHT, fps=FPS)
     spec = PipelineSpec.model_validate(
         {"processors": ["face_swapper"], "selector": {"mode": "one"}}
@@ -70,14 +71,23 @@ def _frame_work(
             counts["whole-frame copy"] += 1
         return result
 
+    mark = VideoWatermark(
+        np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8), owns_frames
+    )
+
+    def finish(frame: Frame, index: int) -> Frame:
+        result = mark(frame, index)
+        if result is not frame:  # the mark added into a new whole frame
+            counts["whole-frame copy"] += 1
+        return result
+
     detect = _counted(counts, "detection", pipeline.analyser.analyse)
     work.tracker.analyser = type("Counted", (), {"analyse": staticmethod(detect)})()  # type: ignore[assignment]
     screen = VideoScreen(Moderator(face_engine.hub), "output", ModerationPolicy())
-    bits = np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8)
     stages = FrameStages(
         render=render,
         analyse=work.analyse,
-        finish=VideoWatermark(bits),
+        finish=finish,
         inspect=_Screen(screen),
     )
     try:
@@ -124,7 +134,8 @@ def _over_budget(counts: Counter[str], frames: int, checked: int) -> list[str]:
         # whole-frame colour conversions: the decoded picture to BGR and back for the
         # encoder, plus one for each keyframe's detection and each frame moderation checks
         "conversion": 2 * frames + keyframes + checked,
-        # the swap pastes into the decoded frame it was handed, not into a copy of it
+        # the swap pastes into the decoded frame it was handed, and the watermark is added
+        # into the swapped one: no copy of a whole frame on the way to the encoder
         "whole-frame copy": 0,
     }
     return [name for name, most in budget.items() if counts[name] > most]
