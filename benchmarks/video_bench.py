@@ -164,7 +164,8 @@ def full(
         stages = FrameStages(
             render=stages.render,
             analyse=stages.analyse,
-            finish=clock.timed("watermark", VideoWatermark(bits)),
+            # the mark added into the frame, as a video job adds it
+            finish=clock.timed("watermark", VideoWatermark(bits, in_place=True)),
             inspect=TimedScreen(screen, clock),
         )
     try:
