@@ -239,7 +239,7 @@ def run_part(
         options = video_options(info, policy).model_copy(
             update={"start": float(first / fps), "end": float(end / fps)}
         )
-        finish = finish_frames(policy, mark)
+        finish = finish_frames(policy, mark, in_place=True)
         checks = moderation(part)
         reports: list[dict[str, Any]] = []
         result = engine.pipeline(spec).run_video(
