@@ -17,7 +17,12 @@ the watermark reads back, naming the stream.
 The client's VP8 encoding and decoding run on the same machine as the server: on a small
 machine they take a share of its cores, which a real remote client would not.
 
+With ``--turn ROUNDS`` the one-stream phase runs direct and relayed through a TURN server
+(Debian's coturn on loopback) in turn, ROUNDS times each.
+
     python benchmarks/live_bench.py [--seconds 60] [--two-seconds 30] [--job-seconds 30]
+    python benchmarks/live_bench.py --turn 2 --seconds 20 --two-seconds 0 --job-seconds 0 \
+        --kill-seconds 0
 """
 
 from __future__ import annotations
@@ -25,8 +30,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
+import json
 import math
+import secrets
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -54,6 +63,9 @@ from facegate.tenancy.service import TenancyService
 from facegate.usage.tables import UsageRecord
 from noisy_neighbour import base_env, facegate, free_port, stop_all, wait_healthy
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.streams.turnkit import local_turn
+
 SOURCE = FACES / "man_frontal_beard_closeup.jpg"
 CAMERA = FACES / "woman_b_frontal_dark_background.jpg"
 MARK_SAMPLES = 20  # received frames kept for the watermark read (one in every ~30)
@@ -76,7 +88,9 @@ def make_tenant(url: str) -> str:
     return token
 
 
-async def stream(base: str, key: str, seconds: float, fps: float, marker: bool = True) -> ClientRun:
+async def stream(
+    base: str, key: str, seconds: float, fps: float, marker: bool = True, relay: bool = False
+) -> ClientRun:
     source = base64.b64encode(SOURCE.read_bytes()).decode()
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         return await run_client(
@@ -88,6 +102,7 @@ async def stream(base: str, key: str, seconds: float, fps: float, marker: bool =
             fps=fps,
             keep=MARK_SAMPLES,
             marker=marker,
+            relay=relay,
         )
 
 
@@ -265,6 +280,14 @@ async def main_async(args: argparse.Namespace) -> None:
         key = make_tenant(url)
         port = free_port()
         env = base_env(folder, url) | {"FACEGATE_WORKERS": "1"}
+        turn = contextlib.ExitStack()
+        if args.turn:
+            secret = secrets.token_urlsafe(24)
+            relay = turn.enter_context(local_turn(secret, folder))
+            env |= {
+                "FACEGATE_STREAM_ICE_URLS": json.dumps([relay.url]),
+                "FACEGATE_STREAM_TURN_SECRET": secret,
+            }
         server = facegate("serve", "--port", str(port), env=env, log=folder / "serve.log")
         try:
             base = f"http://127.0.0.1:{port}"
@@ -272,7 +295,15 @@ async def main_async(args: argparse.Namespace) -> None:
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
             marker = args.client_receiver == "marker"
             await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
-            if args.seconds:
+            if args.seconds and args.turn:
+                for round_ in range(1, args.turn + 1):  # interleaved: same sitting, same load
+                    direct = await stream(base, key, args.seconds, args.fps, marker)
+                    report(f"one stream, direct (round {round_})", direct, mark_key)
+                    relayed = await stream(base, key, args.seconds, args.fps, marker, relay=True)
+                    report(
+                        f"one stream, relayed through coturn (round {round_})", relayed, mark_key
+                    )
+            elif args.seconds:
                 one = await stream(base, key, args.seconds, args.fps, marker)
                 report("one stream", one, mark_key)
             if args.two_seconds:
@@ -288,6 +319,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 report("one stream beside a video job", beside, mark_key)
         finally:
             stop_all([server])
+            turn.close()
         if args.kill_seconds:
             await killed(folder, url, key, args.kill_seconds, args.fps)
 
@@ -308,6 +340,15 @@ def main() -> None:
         help="marker: the client decodes a swapped frame once its last packet is in, as "
         "a browser does; aiortc: aiortc's own receiver (waits for the next frame's first "
         "packet: one more output-frame interval of latency)",
+    )
+    parser.add_argument(
+        "--turn",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="the one-stream phase ROUNDS times each way, interleaved: direct (host "
+        "candidates) and relayed (the client may use relay candidates only, through a "
+        "coturn started on loopback: Debian's turnserver; the server has TURN configured)",
     )
     args = parser.parse_args()
     cv2.setNumThreads(1)
