@@ -20,19 +20,10 @@ from deploy_tools import (
     overlays,
     pod_specs,
     require,
+    with_turn,
 )
 
 OVERLAYS = overlays()
-
-
-def with_turn(root: Path) -> Path:
-    """The logical overlay with the TURN component added, as docs/deploy.md says (in a copy
-    of the tree under ``root``)."""
-    shutil.copytree(K8S, root / "k8s")
-    overlay = root / "k8s" / "logical"
-    with (overlay / "kustomization.yaml").open("a") as kustomization:
-        kustomization.write("components:\n  - ../components/turn\n")
-    return overlay
 
 
 @pytest.fixture(scope="module")

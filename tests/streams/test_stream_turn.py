@@ -92,7 +92,7 @@ def test_settings_refuse_turn_without_a_secret_and_name_no_secret(tmp_path: Path
             tmp_path, stream_ice_urls=["stun:stun.example.net:3478"], stream_ice_relay_only=True
         )
     with pytest.raises(InvalidSettings) as refused:
-        get_settings(stream_turn_secret="short-secret", _env_file=None)
+        get_settings(stream_turn_secret="short-secret")
     assert "short-secret" not in str(refused.value)
     assert "at least 16" in str(refused.value)
     # The server's side may use another URL (the TURN Service's in-cluster name).
