@@ -25,7 +25,7 @@ RUN apt-get update \
     && ldd /usr/bin/turnserver \
        | sed -n -e 's/^.* => \(\/[^ ]*\) (0x.*$/\1/p' -e 's/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p' \
        | while read -r library; do \
-           folder=$(cd "$(dirname "$library")" && pwd -P); \
+           folder=$(readlink -f "$(dirname "$library")"); \
            mkdir -p "/rootfs$folder"; \
            cp -L "$library" "/rootfs$folder/$(basename "$library")"; \
          done \

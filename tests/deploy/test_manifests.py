@@ -203,6 +203,11 @@ def test_dockerfile_passes_hadolint() -> None:
     assert "--no-deps -r requirements/lock.txt" in text
     assert "ARG VARIANT=cpu" in text
     assert "requirements/cuda.txt" in text  # the cuda variant's onnxruntime-gpu
+    turn = ROOT / "deploy" / "docker" / "turn.Dockerfile"
+    result = subprocess.run([hadolint, str(turn)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "USER 10002:10002" in turn.read_text()  # the manifest's runAsUser
+    assert "FROM scratch AS runtime" in turn.read_text()
 
 
 def test_monitoring_component_adds_scrapes_alerts_dashboard_and_log_pipeline(
