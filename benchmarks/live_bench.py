@@ -17,8 +17,9 @@ the watermark reads back, naming the stream.
 The client's VP8 encoding and decoding run on the same machine as the server: on a small
 machine they take a share of its cores, which a real remote client would not.
 
-With ``--turn ROUNDS`` the one-stream phase runs direct and relayed through a TURN server
-(Debian's coturn on loopback) in turn, ROUNDS times each.
+With ``--turn ROUNDS`` the one-stream phase runs ROUNDS times each way, interleaved: direct,
+the client relayed through a TURN server (Debian's coturn on loopback; the client may use
+relay candidates only), and both sides relayed (a second server with relay candidates only).
 
     python benchmarks/live_bench.py [--seconds 60] [--two-seconds 30] [--job-seconds 30]
     python benchmarks/live_bench.py --turn 2 --seconds 20 --two-seconds 0 --job-seconds 0 \
@@ -281,6 +282,7 @@ async def main_async(args: argparse.Namespace) -> None:
         port = free_port()
         env = base_env(folder, url) | {"FACEGATE_WORKERS": "1"}
         turn = contextlib.ExitStack()
+        servers = []
         if args.turn:
             secret = secrets.token_urlsafe(24)
             relay = turn.enter_context(local_turn(secret, folder))
@@ -288,7 +290,23 @@ async def main_async(args: argparse.Namespace) -> None:
                 "FACEGATE_STREAM_ICE_URLS": json.dumps([relay.url]),
                 "FACEGATE_STREAM_TURN_SECRET": secret,
             }
+            # A second server, relay candidates only (its own data): both sides relay.
+            both = folder / "relay-only"
+            both.mkdir()
+            both_url = f"sqlite:///{both}/facegate.db"
+            both_key = make_tenant(both_url)
+            both_port = free_port()
+            both_env = base_env(both, both_url) | {
+                "FACEGATE_WORKERS": "0",
+                "FACEGATE_STREAM_ICE_URLS": json.dumps([relay.url]),
+                "FACEGATE_STREAM_TURN_SECRET": secret,
+                "FACEGATE_STREAM_ICE_RELAY_ONLY": "true",
+            }
+            servers.append(
+                facegate("serve", "--port", str(both_port), env=both_env, log=both / "serve.log")
+            )
         server = facegate("serve", "--port", str(port), env=env, log=folder / "serve.log")
+        servers.append(server)
         try:
             base = f"http://127.0.0.1:{port}"
             await asyncio.to_thread(wait_healthy, base)
@@ -296,12 +314,26 @@ async def main_async(args: argparse.Namespace) -> None:
             marker = args.client_receiver == "marker"
             await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
             if args.seconds and args.turn:
+                both_base = f"http://127.0.0.1:{both_port}"
+                await asyncio.to_thread(wait_healthy, both_base)
+                both_mark = load_keys(both / "provenance").mac_key(WATERMARK)
+                await stream(both_base, both_key, 3, args.fps, marker, relay=True)  # warm-up
                 for round_ in range(1, args.turn + 1):  # interleaved: same sitting, same load
                     direct = await stream(base, key, args.seconds, args.fps, marker)
                     report(f"one stream, direct (round {round_})", direct, mark_key)
                     relayed = await stream(base, key, args.seconds, args.fps, marker, relay=True)
                     report(
-                        f"one stream, relayed through coturn (round {round_})", relayed, mark_key
+                        f"one stream, the client relayed through coturn (round {round_})",
+                        relayed,
+                        mark_key,
+                    )
+                    twice = await stream(
+                        both_base, both_key, args.seconds, args.fps, marker, relay=True
+                    )
+                    report(
+                        f"one stream, both sides relayed through coturn (round {round_})",
+                        twice,
+                        both_mark,
                     )
             elif args.seconds:
                 one = await stream(base, key, args.seconds, args.fps, marker)
@@ -318,7 +350,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 beside = await with_job(base, key, args.job_seconds, args.fps, clip, marker)
                 report("one stream beside a video job", beside, mark_key)
         finally:
-            stop_all([server])
+            stop_all(servers)
             turn.close()
         if args.kill_seconds:
             await killed(folder, url, key, args.kill_seconds, args.fps)
@@ -347,8 +379,9 @@ def main() -> None:
         default=0,
         metavar="ROUNDS",
         help="the one-stream phase ROUNDS times each way, interleaved: direct (host "
-        "candidates) and relayed (the client may use relay candidates only, through a "
-        "coturn started on loopback: Debian's turnserver; the server has TURN configured)",
+        "candidates), the client relayed (relay candidates only, through a coturn started "
+        "on loopback: Debian's turnserver) and both sides relayed (a second server with "
+        "FACEGATE_STREAM_ICE_RELAY_ONLY)",
     )
     args = parser.parse_args()
     cv2.setNumThreads(1)
