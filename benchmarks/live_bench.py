@@ -316,8 +316,8 @@ async def main_async(args: argparse.Namespace) -> None:
             if args.seconds and args.turn:
                 both_base = f"http://127.0.0.1:{both_port}"
                 await asyncio.to_thread(wait_healthy, both_base)
-                both_mark = load_keys(both / "provenance").mac_key(WATERMARK)
                 await stream(both_base, both_key, 3, args.fps, marker, relay=True)  # warm-up
+                both_mark = load_keys(both / "provenance").mac_key(WATERMARK)  # made by it
                 for round_ in range(1, args.turn + 1):  # interleaved: same sitting, same load
                     direct = await stream(base, key, args.seconds, args.fps, marker)
                     report(f"one stream, direct (round {round_})", direct, mark_key)
