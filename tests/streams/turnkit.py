@@ -9,6 +9,7 @@ elsewhere the tests that need it skip with that hint."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shutil
 import socket
@@ -34,8 +35,12 @@ def turnserver_path() -> str | None:
 
 
 def require_turnserver() -> str:
+    """The turnserver binary; a skip with the install hint where it is missing (a failure
+    under CI=true, where scripts/setup installs it)."""
     path = turnserver_path()
     if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {INSTALL_HINT}")
         pytest.skip(INSTALL_HINT)
     return path
 
