@@ -19,7 +19,8 @@ machine they take a share of its cores, which a real remote client would not.
 
 With ``--turn ROUNDS`` the one-stream phase runs ROUNDS times each way, interleaved: direct,
 the client relayed through a TURN server (Debian's coturn on loopback; the client may use
-relay candidates only), and both sides relayed (a second server with relay candidates only).
+relay candidates only), and both sides relayed (a second server with relay candidates only);
+first, the relay's own cost: round trips of media-sized datagrams direct and through it.
 
     python benchmarks/live_bench.py [--seconds 60] [--two-seconds 30] [--job-seconds 30]
     python benchmarks/live_bench.py --turn 2 --seconds 20 --two-seconds 0 --job-seconds 0 \
@@ -41,9 +42,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import cv2
 import httpx
+from aioice import turn as aioice_turn
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from sqlalchemy import select
@@ -55,6 +58,7 @@ from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import read_image_watermark
+from facegate.streams.ice import turn_credential
 from facegate.streams.loopback import ClientRun, PhotoCamera, camera_frame, run_client
 from facegate.streams.media import release_on_marker
 from facegate.streams.service import STREAM_END
@@ -274,6 +278,65 @@ async def killed(folder: Path, url: str, key: str, seconds: float, fps: float) -
         )
 
 
+class _Echo(asyncio.DatagramProtocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: Any = transport
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.transport.sendto(data, addr)
+
+
+class _Stamps(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.back: dict[int, float] = {}
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.back[int.from_bytes(data[:4], "big")] = time.perf_counter()
+
+
+async def _round_trips(send: Any, stamps: _Stamps, count: int) -> list[float]:
+    sent: dict[int, float] = {}
+    for n in range(count):
+        sent[n] = time.perf_counter()
+        send(n.to_bytes(4, "big") + bytes(1196))  # a media packet's size
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.5)
+    return sorted(stamps.back[n] - sent[n] for n in sent if n in stamps.back)
+
+
+async def relay_hop(turn_port: int, secret: str, count: int = 1000) -> None:
+    """The relay's own cost, without the engine or the codecs: round trips of 1,200-byte
+    datagrams to a UDP echo on loopback, direct and through coturn (a TURN allocation with a
+    credential made as the api makes them)."""
+    loop = asyncio.get_running_loop()
+    echo, _ = await loop.create_datagram_endpoint(_Echo, local_addr=("127.0.0.1", 0))
+    target = echo.get_extra_info("sockname")
+    direct_stamps = _Stamps()
+    direct, _ = await loop.create_datagram_endpoint(lambda: direct_stamps, remote_addr=target)
+    username, password = turn_credential(secret, "bench", int(time.time()) + 600)
+    relay_stamps = _Stamps()
+    relayed, _ = await aioice_turn.create_turn_endpoint(
+        lambda: relay_stamps, ("127.0.0.1", turn_port), username, password
+    )
+    try:
+        await _round_trips(lambda data: relayed.sendto(data, target), relay_stamps, 20)  # bind
+        relay_stamps.back.clear()
+        results = {}
+        for name, send, stamps in (
+            ("direct", direct.sendto, direct_stamps),
+            ("through coturn", lambda data: relayed.sendto(data, target), relay_stamps),
+        ):
+            rtts = await _round_trips(send, stamps, count)
+            results[name] = (len(rtts), 1000 * statistics.median(rtts), 1000 * p95(rtts))
+    finally:
+        relayed.close()
+        direct.close()
+        echo.close()
+    print(f"\nrelay hop: round trips of {count} datagrams of 1,200 bytes ({load_average()})")
+    for name, (got, p50, high) in results.items():
+        print(f"  {name}: {got} back, p50 {p50:.3f} ms, p95 {high:.3f} ms")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="facegate-live-") as name:
         folder = Path(name)
@@ -313,6 +376,8 @@ async def main_async(args: argparse.Namespace) -> None:
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
             marker = args.client_receiver == "marker"
             await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
+            if args.turn:
+                await relay_hop(relay.port, secret)
             if args.seconds and args.turn:
                 both_base = f"http://127.0.0.1:{both_port}"
                 await asyncio.to_thread(wait_healthy, both_base)
