@@ -36,6 +36,7 @@ from facegate.engine.swap.color import (
     transfer_colour,
 )
 from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
+from facegate.engine.swap.filters import gaussian_blur
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.glasses import frames_box, remove_glasses, remove_glasses_in_place
 from facegate.engine.swap.masks import face_mask, features_mask, keep_mask
@@ -324,8 +325,9 @@ class MeshWarpBackend:
         size, factors = work.size, work.factors
         full_shape = (y1 - y0, x1 - x0)
         full_target = frame[y0:y1, x0:x1]
+        painted = None  # where the target's glasses were painted out (option glasses remove)
         if options.glasses == "remove":  # the target's glasses painted out, then swapped over
-            remove_glasses_in_place(full_target, full_points)
+            painted = remove_glasses_in_place(full_target, full_points)
         shape = (size[1], size[0])
         unmoved = (full_points * factors).astype(np.float32)
         points = unmoved  # where the face goes: the target's mesh, or the reshaped one
@@ -380,6 +382,13 @@ class MeshWarpBackend:
             zone = None
             if options.match_lighting:
                 height = face_height(points)
+                # The paint of a removed pair of glasses is no skin: the shading and the
+                # tone come from the skin around it.
+                paint = None
+                if painted is not None:
+                    paint = painted if not scaled else work.shrink_mask(painted)
+                    if reshaped is not None:
+                        paint = reshaped_target(paint, unmoved, points, rastered.result(), paint)
                 # A turned face (a profile) on either side: the target keeps its own mid band
                 # (the mesh is least sure there: a profile source pastes its camera onto the
                 # target's mouth, and identity does not carry either way).
@@ -392,10 +401,21 @@ class MeshWarpBackend:
                         core *= features * np.float32(1.0 - skin_mid) + np.float32(skin_mid)
                     if self.tuning.tone_match:
                         zone = features < 0.5
+                        if paint is not None:
+                            zone &= paint < 0.1
+                if paint is not None:
+                    # its mid band there is still the paint's (the fine low-pass is narrower
+                    # than the paint): the source's, as on the features
+                    soft = gaussian_blur(paint, max(0.5, self.tuning.low_pass * height))
+                    trust = min(target_shape.trust, source_state.shape.trust)
+                    core = np.maximum(core, np.clip(2.0 * soft, 0.0, 1.0) * np.float32(trust))
+                face = self._face(points, shape)
+                if paint is not None:
+                    face = (1.0 if face is None else face) * np.clip(1.0 - 2.0 * paint, 0.0, 1.0)
                 shading = target_shading(
                     target,
                     max(1.0, self.tuning.low_pass * height),
-                    self._face(points, shape),
+                    face,
                     self.tuning.core_low_pass * height,
                 )
             else:
@@ -564,6 +584,10 @@ class _WorkScale:
     size: tuple[int, int]
     factors: FloatArray
     step: int
+
+    def shrink_mask(self, mask: FloatArray) -> FloatArray:
+        """A float mask over ``full`` at the working scale."""
+        return np.asarray(cv2.resize(mask, self.size, interpolation=cv2.INTER_AREA), np.float32)
 
     def shrink(self, region: Frame) -> Frame:
         """``region`` (``full``) at the working scale: an area resize by the whole ``step``
