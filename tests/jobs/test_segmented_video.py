@@ -227,6 +227,12 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     assert [setup.usage(p.id) for p in parts] == [[], [], []]
     [record] = setup.usage(job_id)
     assert record.status == "succeeded"
+    # Started when the split began, not when the assembly was claimed: the record's
+    # duration is the whole job's.
+    assert done.started_at == waiting.started_at == record.started_at
+    assert record.duration_seconds == pytest.approx(
+        (done.finished_at - waiting.started_at).total_seconds(), abs=0.05
+    )
     assert record.compute_seconds == pytest.approx(done.compute_seconds)
     part_seconds = sum(p.compute_seconds or 0.0 for p in parts)
     assert part_seconds > 0
