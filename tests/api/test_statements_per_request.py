@@ -37,8 +37,8 @@ SUBMISSION = [
     ("SELECT", "jobs+stored_objects"),  # the queue cap and the quota, one statement
     ("BEGIN", ""),  # step 3, the write lock
     ("SELECT", "jobs+stored_objects"),  # both again, under the lock
+    ("INSERT", "jobs"),  # the job and its inputs' ledger rows, one flush
     ("INSERT", "stored_objects"),
-    ("INSERT", "jobs"),
 ]
 
 

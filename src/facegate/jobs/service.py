@@ -350,7 +350,8 @@ class JobService:
             )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None
-        self.tenant_store.record(self.session, prepared.stored, flush=flush)
+        # One flush for the ledger rows and the job (the unit of work inserts both).
+        self.tenant_store.record(self.session, prepared.stored, flush=False)
         job.inputs = list(prepared.hashes)
         self.jobs.add(job, flush=flush)
         return Submitted(job, created=True, input_hashes=prepared.hashes)
