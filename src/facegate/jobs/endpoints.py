@@ -161,16 +161,11 @@ def submit_job(
             )
             submitted = JobService(read, store).precheck(submission, asked.policy)
         if submitted is None:
-            prepared = prepare_job(
-                submission, asked.policy, memory_limit=given.memory_limit, decode_beside=True
-            )
+            prepared = prepare_job(submission, asked.policy, memory_limit=given.memory_limit)
             store_inputs(store, [prepared])
             with session_scope(write_sessions(state)) as write:
                 submitted = JobService(write, store).submit(prepared, asked.policy)
                 if submitted.created:
-                    # The target's full decode ran beside the write; a damaged image is
-                    # refused here, and nothing commits.
-                    prepared.finish_checks()
                     audit_submission(write, principal, submitted.job, submitted.input_hashes)
                     if asked.template is not None:
                         TemplateService(write).audit_use(

@@ -12,10 +12,6 @@ or objects are written (one SQLite file serves every tenant's submissions and th
    the queue cap and the quota again (another submission may have committed since), then
    the rows only (consent, the objects' ledger, the job).
 
-With ``decode_beside`` (the single-job route), step 2 reads the target image's header
-only and leaves its full decode running (``facegate.jobs.decoding``); the caller waits for
-it (:meth:`PreparedJob.finish_checks`) in step 3, before the commit.
-
 The caller deletes the written objects when step 3 does not commit or finds an earlier
 submission (``Submission.written``); a process killed between steps 2 and 3 leaves objects
 without a ledger row, which the hourly sweep and ``facegate storage reconcile`` remove.
@@ -26,18 +22,16 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from sqlalchemy.orm import Session
 
 from facegate.consent.service import ConsentService
-from facegate.engine.image import ImageInfo, ImageLimits, probe_image, verify_image
+from facegate.engine.image import ImageLimits, verify_image
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import InvalidInput, NotFound, QuotaExceeded
 from facegate.jobs.cost import TargetShape, check_memory_budget, estimate_cost
-from facegate.jobs.decoding import DECODE_BESIDE_MAX_BYTES, decode_beside
 from facegate.jobs.options import validate_processors
 from facegate.jobs.policy import JobOptions, check_output_resolution
 from facegate.jobs.repository import JobRepository
@@ -139,14 +133,6 @@ class PreparedJob:
     uploads: list[Upload]
     hashes: dict[str, str]  # input name -> sha256 (the audit of sensitive jobs)
     stored: list[ObjectRef] = field(default_factory=list)
-    # Full decodes still running (``decode_beside``): their answer is due before the commit.
-    decoding: list[Future[ImageInfo]] = field(default_factory=list)
-
-    def finish_checks(self) -> None:
-        """Wait for the decodes still running; raises the first one's refusal (a damaged
-        image: ``CorruptMedia``), so that the caller's transaction does not commit."""
-        for decode in self.decoding:
-            decode.result()
 
 
 def check_request(request: Submission, policy: Policy) -> None:
@@ -198,21 +184,15 @@ def prepare_job(
     source_types: Sequence[str] | None = None,
     *,
     memory_limit: int | None = None,
-    decode_beside: bool = False,
 ) -> PreparedJob:
     """Step 2 of a submission, in no transaction: decode or probe its inputs under the
     policy's limits. ``source_types``: the sources were verified already (a batch verifies
     its shared sources once for all its items). ``memory_limit``: the largest memory budget
-    of a worker (facegate.jobs.capacity); a job estimated over it is refused (422).
-    ``decode_beside``: a small image target's header is checked here and its full decode
-    left running (:attr:`PreparedJob.decoding`; the caller finishes it before its commit)."""
+    of a worker (facegate.jobs.capacity); a job estimated over it is refused (422)."""
     if source_types is None:
         source_types = verify_sources(request.sources, policy)
     spec = request.options.spec
-    decoding: list[Future[ImageInfo]] = []
-    kind, target_type, shape = _check_target(
-        request.target, spec, policy, input_limits(policy), decoding if decode_beside else None
-    )
+    kind, target_type, shape = _check_target(request.target, spec, policy, input_limits(policy))
     cost = estimate_cost(spec.processors, spec.processor_options, shape, video=kind == "video")
     check_memory_budget(cost.memory_bytes, memory_limit, what="every worker's memory budget")
     uploads = [
@@ -240,7 +220,7 @@ def prepare_job(
         idempotency_key=request.idempotency_key,
         request_sha256=request_fingerprint(request) if request.idempotency_key else None,
     )
-    return PreparedJob(request, job, uploads, hashes, decoding=decoding)
+    return PreparedJob(request, job, uploads, hashes)
 
 
 def store_inputs(store: TenantStore, prepared: Iterable[PreparedJob]) -> None:
@@ -262,24 +242,15 @@ def store_inputs(store: TenantStore, prepared: Iterable[PreparedJob]) -> None:
 
 
 def _check_target(
-    data: bytes,
-    spec: PipelineSpec,
-    policy: Policy,
-    limits: ImageLimits,
-    decoding: list[Future[ImageInfo]] | None = None,
+    data: bytes, spec: PipelineSpec, policy: Policy, limits: ImageLimits
 ) -> tuple[str, str, TargetShape]:
     """(job kind, content type, size) of a target that passed the policy; a video is told
-    apart by its bytes and probed under the tenant's video limits. With ``decoding``, an
-    image's header is checked here and its full decode started and appended there."""
+    apart by its bytes and probed under the tenant's video limits."""
     if is_video(data):
         info = check_video_target(data, spec, policy)
         shape = TargetShape(info.width, info.height, info.frames)
         return "video", input_content_type(info), shape
-    if decoding is None or len(data) > DECODE_BESIDE_MAX_BYTES:
-        target = verify_image(data, limits)
-    else:
-        target = probe_image(data, limits)  # the byte, type, container and pixel checks
-        decoding.append(decode_beside(data, limits))
+    target = verify_image(data, limits)
     check_output_resolution(spec, policy, target.width, target.height)
     return "image", media_type(target.format), TargetShape(target.width, target.height)
 
