@@ -7,9 +7,9 @@
    storing the input, inserting the job; no worker, so the swap itself is not counted) —
    target p50 <= 5 ms (issue 28) — beside the same upload to a bare FastAPI endpoint that
    only reads it (the baseline: the HTTP layer's own share), the two interleaved; then the
-   submission's CPU by thread: the event loop and the request's worker thread (the path a
-   response waits on, which the wall time follows on an idle machine) apart from what runs
-   beside them (the target's decode threads, ``facegate.jobs.decoding``).
+   submission's CPU by thread: the event loop (with the in-process client) and the request's
+   worker thread (the path a response waits on, which the wall time follows on an idle
+   machine) apart from any other thread.
 
 The machine this runs on is usually shared, so the two GETs are measured in alternating
 chunks of 20 requests (drift hits both alike), and besides wall-clock figures the process
@@ -237,16 +237,14 @@ async def compare_gets(
 
 def thread_cpu() -> dict[str, float]:
     """CPU seconds so far of this process's live threads, by role: the event loop (the main
-    thread, with the in-process client), the request threads (AnyIO's workers: sync routes),
-    the decode threads (``facegate.jobs.decoding``) and any other."""
+    thread, with the in-process client), the request threads (AnyIO's workers: sync routes)
+    and any other."""
     roles = {"MainThread": "event loop", "AnyIO worker thread": "request threads"}
     spent: dict[str, float] = defaultdict(float)
     for thread in threading.enumerate():
         if thread.ident is None:
             continue
         role = roles.get(thread.name, "other")
-        if thread.name.startswith("upload-decode"):
-            role = "decode threads"
         try:
             spent[role] += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
         except OSError:  # the thread ended meanwhile
