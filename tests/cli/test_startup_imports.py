@@ -39,10 +39,12 @@ NOT_AT_START = {
     "mpl_toolkits": "matplotlib's, with it",
 }
 
+# Printed by an exit handler: `facegate swap` ends its process without the interpreter's
+# teardown once the result is written, but its exit handlers run.
 LIST_MODULES = """
-import json, sys
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(name.split(".")[0] for name in sys.modules))))
 {body}
-print(json.dumps(sorted(name.split(".")[0] for name in sys.modules)))
 """
 
 
