@@ -187,11 +187,12 @@ def exit_without_teardown() -> None:
     filter's drain among them) and the output streams are flushed. Only where this process
     is the command, its streams the real ones; under a caller that captures them (click's
     CliRunner, pytest) it returns and the command ends as any other."""
-    if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+    stdout, stderr = sys.__stdout__, sys.__stderr__
+    if stdout is None or stderr is None or sys.stdout is not stdout or sys.stderr is not stderr:
         return
     atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    stdout.flush()
+    stderr.flush()
     os._exit(0)
 
 
