@@ -71,6 +71,19 @@ finally:
 """
 
 
+STAGES = [
+    "interpreter up",
+    "facegate.cli imported",
+    "swap command imported",
+    "images read",
+    "engine built",
+    "swapped (first model use)",
+    "result encoded",
+    "command returned",
+    "process exited",
+]
+
+
 def make_target(folder: Path) -> Path:
     """The one-face test photo scaled and padded to a 1920x1080 canvas (a 1080p image)."""
     frame = cv2.imread(str(TARGET), cv2.IMREAD_COLOR)
@@ -174,11 +187,17 @@ def main() -> None:
         for _ in range(3):
             for name, src in trees.items():
                 probes[name].append(probe_run(src, target, folder / "probe.jpg"))
-        stages = list(probes["this tree"][0])
+        # A tree whose command ends its process itself never returns from it: "-" there.
+        stages = sorted({s for runs in probes.values() for s in runs[0]}, key=STAGES.index)
         print(f"  {'':28}" + "".join(f"{name:>12}" for name in trees))
         for stage in stages:
-            row = [statistics.median(run[stage] for run in probes[name]) for name in trees]
-            print(f"  {stage:28}" + "".join(f"{value:>12.0f}" for value in row))
+            row = [
+                f"{statistics.median(run[stage] for run in runs):.0f}"
+                if all(stage in run for run in runs)
+                else "-"
+                for runs in probes.values()
+            ]
+            print(f"  {stage:28}" + "".join(f"{value:>12}" for value in row))
         print(load_average())
 
 
