@@ -43,6 +43,7 @@ HEAVY = {
     "pydantic_settings": "0.3 s with pydantic, which `facegate --help` does not pay",
     "av": "PyAV and FFmpeg's libraries, only where a video is read or written",
     "structlog": "~65 ms with its console renderer (rich); `facegate swap` logs nothing with it",
+    "yaml": "PyYAML, for YAML model manifests and deploy specs only",
 }
 MARKER = re.compile(r"#\s*optional:\s*\S")
 BY_NAME = re.compile(r"(facegate(?:\.\w+)+):\w+")

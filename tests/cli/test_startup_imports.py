@@ -34,6 +34,7 @@ NOT_AT_START = {
     "onnx": "the ONNX graph builder: only an ONNX swapper's or the recogniser's load",
     "structlog": "the service's logging (with rich, ~65 ms); the circuit breakers' only",
     "rich": "structlog's console renderer, with it",
+    "yaml": "YAML model manifests: the built-in swapper reads none",
     # mediapipe's drawing helpers import pyplot (~0.5 s); engine.mediapipe_import defers them
     "matplotlib": "mediapipe's drawing helpers, never called by the engine",
     "mpl_toolkits": "matplotlib's, with it",
