@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -29,13 +29,13 @@ from facegate.engine.selection import SelectorSpec, prepare_sources, select_face
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, FloatArray, Frame
-from facegate.engine.video.census import border_handovers
-from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
-from facegate.engine.video.probe import VideoInfo, VideoLimits, probe_video
-from facegate.engine.video.process import FrameInspector, process_video
-from facegate.engine.video.quality import QualitySampler
-from facegate.engine.video.reader import InputInspector
-from facegate.engine.video.swap import Handover, VideoSwap
+
+if TYPE_CHECKING:  # the video stack (PyAV) loads on a pipeline's first video: see run_video
+    from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
+    from facegate.engine.video.probe import VideoInfo, VideoLimits
+    from facegate.engine.video.process import FrameInspector
+    from facegate.engine.video.reader import InputInspector
+    from facegate.engine.video.swap import Handover
 
 ProgressCallback = Callable[[float, str], None]
 """Called with (fraction done 0..1, stage name)."""
@@ -323,6 +323,12 @@ class Pipeline:
         nothing or the recogniser is not installed. ``part_of``: (this run's first frame, the
         whole video's frames) for a part of a segmented run, which samples the whole's spans
         that are its own and reports the whole's frame indices."""
+        # optional: PyAV and the video stack, which an image's run (``facegate swap``) never needs
+        from facegate.engine.video.probe import probe_video
+        from facegate.engine.video.process import process_video  # optional: as above
+        from facegate.engine.video.quality import QualitySampler  # optional: as above
+        from facegate.engine.video.swap import VideoSwap  # optional: as above
+
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
         ctx = self.prepare(
             sources,
@@ -373,6 +379,9 @@ class Pipeline:
         view at each border and the decisions a run of the whole video gives them
         (``engine/video/census.py``), for :meth:`run_video`'s ``handover``. ``size``: the
         run's frame size when its options scale the video down (``output_size``)."""
+        # optional: PyAV and the video stack, as in run_video
+        from facegate.engine.video.census import border_handovers
+
         ctx = self.prepare(
             sources,
             source_keys=source_keys,
