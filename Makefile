@@ -27,8 +27,10 @@ lint: setup
 bench: setup
 	.venv/bin/python benchmarks/engine_bench.py
 
-# The container image (deploy/docker/Dockerfile) built on this machine: `make image`, or
-# `make image VARIANT=cuda`; TAG=... names it, PYTHON_IMAGE=... uses a registry's base.
+# The container images built on this machine: facegate (deploy/docker/Dockerfile; `make
+# image VARIANT=cuda` for the cuda variant; TAG=... names it, PYTHON_IMAGE=... uses a
+# registry's base) and the TURN server of live streams (deploy/docker/turn.Dockerfile).
 VARIANT ?= cpu
 image:
 	VARIANT=$(VARIANT) scripts/image
+	scripts/image turn

@@ -6,7 +6,10 @@
 2. submitting a ~100 KB JPEG job (``POST /v1/jobs``: auth, policy checks, safe decode,
    storing the input, inserting the job; no worker, so the swap itself is not counted) —
    target p50 <= 5 ms (issue 28) — beside the same upload to a bare FastAPI endpoint that
-   only reads it (the baseline: the HTTP layer's own share), the two interleaved.
+   only reads it (the baseline: the HTTP layer's own share), the two interleaved; then the
+   submission's CPU by thread: the event loop (with the in-process client) and the request's
+   worker thread (the path a response waits on, which the wall time follows on an idle
+   machine) apart from any other thread.
 
 The machine this runs on is usually shared, so the two GETs are measured in alternating
 chunks of 20 requests (drift hits both alike), and besides wall-clock figures the process
@@ -30,7 +33,9 @@ import json
 import logging
 import statistics
 import tempfile
+import threading
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -230,6 +235,23 @@ async def compare_gets(
     return authed, baseline
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's live threads, by role: the event loop (the main
+    thread, with the in-process client), the request threads (AnyIO's workers: sync routes)
+    and any other."""
+    roles = {"MainThread": "event loop", "AnyIO worker thread": "request threads"}
+    spent: dict[str, float] = defaultdict(float)
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        role = roles.get(thread.name, "other")
+        try:
+            spent[role] += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:  # the thread ended meanwhile
+            continue
+    return dict(spent)
+
+
 def create_key(app: FastAPI) -> dict[str, str]:
     with session_scope(app.state.facegate.session_factory) as session:
         service = TenancyService(session)
@@ -261,6 +283,14 @@ async def run_variant(
                 answer = await bare_client.post("/uploads", files=files, data=options)
             assert answer.status_code == 202, answer.text
         await bare_client.aclose()
+        before = thread_cpu()
+        for _ in range(submits):
+            response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
+            assert response.status_code == 202, response.text
+        by_thread = {
+            role: (seconds - before.get(role, 0.0)) / submits * 1000
+            for role, seconds in thread_cpu().items()
+        }
         url = f"/v1/jobs/{response.json()['id']}"
         authed, bare = await compare_gets(client, url, headers, requests)
     ratio = bare.wall / authed.wall
@@ -287,6 +317,13 @@ async def run_variant(
     print(
         f"  the same upload to a bare FastAPI endpoint (baseline): "
         f"p50 {statistics.median(uploaded.walls):.1f} ms, CPU p50 {uploaded.cpu_p50:.1f} ms"
+    )
+    path = by_thread.get("event loop", 0.0) + by_thread.get("request threads", 0.0)
+    print(
+        f"  POST CPU by thread, ms per submission: {path:.2f} on the request's path "
+        + "("
+        + ", ".join(f"{role} {ms:.2f}" for role, ms in sorted(by_thread.items()) if ms >= 0.005)
+        + ")"
     )
 
 

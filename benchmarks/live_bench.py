@@ -20,7 +20,14 @@ docs/scheduling.md); ``--server-env NAME=VALUE`` sets the server's settings (a v
 The client's VP8 encoding and decoding run on the same machine as the server: on a small
 machine they take a share of its cores, which a real remote client would not.
 
+With ``--turn ROUNDS`` the one-stream phase runs ROUNDS times each way, interleaved: direct,
+the client relayed through a TURN server (Debian's coturn on loopback; the client may use
+relay candidates only), and both sides relayed (a second server with relay candidates only);
+first, the relay's own cost: round trips of media-sized datagrams direct and through it.
+
     python benchmarks/live_bench.py [--seconds 60] [--two-seconds 30] [--job-seconds 30]
+    python benchmarks/live_bench.py --turn 2 --seconds 20 --two-seconds 0 --job-seconds 0 \
+        --kill-seconds 0
 """
 
 from __future__ import annotations
@@ -28,17 +35,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
+import json
 import math
 import os
 import resource
+import secrets
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import cv2
 import httpx
+from aioice import turn as aioice_turn
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from sqlalchemy import select
@@ -50,6 +63,7 @@ from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import load_keys
 from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import read_image_watermark
+from facegate.streams.ice import turn_credential
 from facegate.streams.loopback import ClientRun, PhotoCamera, camera_frame, run_client
 from facegate.streams.media import release_on_marker
 from facegate.streams.service import STREAM_END
@@ -58,6 +72,9 @@ from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 from facegate.usage.tables import UsageRecord
 from noisy_neighbour import base_env, facegate, free_port, stop_all, wait_healthy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.streams.turnkit import local_turn
 
 SOURCE = FACES / "man_frontal_beard_closeup.jpg"
 CAMERA = FACES / "woman_b_frontal_dark_background.jpg"
@@ -81,7 +98,9 @@ def make_tenant(url: str) -> str:
     return token
 
 
-async def stream(base: str, key: str, seconds: float, fps: float, marker: bool = True) -> ClientRun:
+async def stream(
+    base: str, key: str, seconds: float, fps: float, marker: bool = True, relay: bool = False
+) -> ClientRun:
     source = base64.b64encode(SOURCE.read_bytes()).decode()
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         return await run_client(
@@ -93,6 +112,7 @@ async def stream(base: str, key: str, seconds: float, fps: float, marker: bool =
             fps=fps,
             keep=MARK_SAMPLES,
             marker=marker,
+            relay=relay,
         )
 
 
@@ -336,6 +356,65 @@ async def killed(folder: Path, url: str, key: str, seconds: float, fps: float) -
         )
 
 
+class _Echo(asyncio.DatagramProtocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: Any = transport
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.transport.sendto(data, addr)
+
+
+class _Stamps(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.back: dict[int, float] = {}
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.back[int.from_bytes(data[:4], "big")] = time.perf_counter()
+
+
+async def _round_trips(send: Any, stamps: _Stamps, count: int) -> list[float]:
+    sent: dict[int, float] = {}
+    for n in range(count):
+        sent[n] = time.perf_counter()
+        send(n.to_bytes(4, "big") + bytes(1196))  # a media packet's size
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.5)
+    return sorted(stamps.back[n] - sent[n] for n in sent if n in stamps.back)
+
+
+async def relay_hop(turn_port: int, secret: str, count: int = 1000) -> None:
+    """The relay's own cost, without the engine or the codecs: round trips of 1,200-byte
+    datagrams to a UDP echo on loopback, direct and through coturn (a TURN allocation with a
+    credential made as the api makes them)."""
+    loop = asyncio.get_running_loop()
+    echo, _ = await loop.create_datagram_endpoint(_Echo, local_addr=("127.0.0.1", 0))
+    target = echo.get_extra_info("sockname")
+    direct_stamps = _Stamps()
+    direct, _ = await loop.create_datagram_endpoint(lambda: direct_stamps, remote_addr=target)
+    username, password = turn_credential(secret, "bench", int(time.time()) + 600)
+    relay_stamps = _Stamps()
+    relayed, _ = await aioice_turn.create_turn_endpoint(
+        lambda: relay_stamps, ("127.0.0.1", turn_port), username, password
+    )
+    try:
+        await _round_trips(lambda data: relayed.sendto(data, target), relay_stamps, 20)  # bind
+        relay_stamps.back.clear()
+        results = {}
+        for name, send, stamps in (
+            ("direct", direct.sendto, direct_stamps),
+            ("through coturn", lambda data: relayed.sendto(data, target), relay_stamps),
+        ):
+            rtts = await _round_trips(send, stamps, count)
+            results[name] = (len(rtts), 1000 * statistics.median(rtts), 1000 * p95(rtts))
+    finally:
+        relayed.close()
+        direct.close()
+        echo.close()
+    print(f"\nrelay hop: round trips of {count} datagrams of 1,200 bytes ({load_average()})")
+    for name, (got, p50, high) in results.items():
+        print(f"  {name}: {got} back, p50 {p50:.3f} ms, p95 {high:.3f} ms")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="facegate-live-") as name:
         folder = Path(name)
@@ -343,17 +422,66 @@ async def main_async(args: argparse.Namespace) -> None:
         key = make_tenant(url)
         port = free_port()
         env = base_env(folder, url) | {"FACEGATE_WORKERS": "1"}
+        turn = contextlib.ExitStack()
+        servers = []
+        if args.turn:
+            secret = secrets.token_urlsafe(24)
+            relay = turn.enter_context(local_turn(secret, folder))
+            env |= {
+                "FACEGATE_STREAM_ICE_URLS": json.dumps([relay.url]),
+                "FACEGATE_STREAM_TURN_SECRET": secret,
+            }
+            # A second server, relay candidates only (its own data): both sides relay.
+            both = folder / "relay-only"
+            both.mkdir()
+            both_url = f"sqlite:///{both}/facegate.db"
+            both_key = make_tenant(both_url)
+            both_port = free_port()
+            both_env = base_env(both, both_url) | {
+                "FACEGATE_WORKERS": "0",
+                "FACEGATE_STREAM_ICE_URLS": json.dumps([relay.url]),
+                "FACEGATE_STREAM_TURN_SECRET": secret,
+                "FACEGATE_STREAM_ICE_RELAY_ONLY": "true",
+            }
+            servers.append(
+                facegate("serve", "--port", str(both_port), env=both_env, log=both / "serve.log")
+            )
         if args.job_two_seconds:
             env["FACEGATE_VIDEO_SEGMENT_SECONDS"] = "0"  # the job's progress is one run's
         env |= dict(args.server_env)
         server = facegate("serve", "--port", str(port), env=env, log=folder / "serve.log")
+        servers.append(server)
         try:
             base = f"http://127.0.0.1:{port}"
             await asyncio.to_thread(wait_healthy, base)
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
             marker = args.client_receiver == "marker"
             await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
-            if args.seconds:
+            if args.turn:
+                await relay_hop(relay.port, secret)
+            if args.seconds and args.turn:
+                both_base = f"http://127.0.0.1:{both_port}"
+                await asyncio.to_thread(wait_healthy, both_base)
+                await stream(both_base, both_key, 3, args.fps, marker, relay=True)  # warm-up
+                both_mark = load_keys(both / "provenance").mac_key(WATERMARK)  # made by it
+                for round_ in range(1, args.turn + 1):  # interleaved: same sitting, same load
+                    direct = await stream(base, key, args.seconds, args.fps, marker)
+                    report(f"one stream, direct (round {round_})", direct, mark_key)
+                    relayed = await stream(base, key, args.seconds, args.fps, marker, relay=True)
+                    report(
+                        f"one stream, the client relayed through coturn (round {round_})",
+                        relayed,
+                        mark_key,
+                    )
+                    twice = await stream(
+                        both_base, both_key, args.seconds, args.fps, marker, relay=True
+                    )
+                    report(
+                        f"one stream, both sides relayed through coturn (round {round_})",
+                        twice,
+                        both_mark,
+                    )
+            elif args.seconds:
                 meter = CpuMeter(server.pid)
                 one = await stream(base, key, args.seconds, args.fps, marker)
                 report("one stream", one, mark_key)
@@ -376,7 +504,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 clip = await asyncio.to_thread(job_clip, folder, 3 * args.job_two_seconds)
                 await job_beside_two(base, key, args.job_two_seconds, args.fps, clip)
         finally:
-            stop_all([server])
+            stop_all(servers)
+            turn.close()
         if args.kill_seconds:
             await killed(folder, url, key, args.kill_seconds, args.fps)
 
@@ -412,6 +541,16 @@ def main() -> None:
         help="marker: the client decodes a swapped frame once its last packet is in, as "
         "a browser does; aiortc: aiortc's own receiver (waits for the next frame's first "
         "packet: one more output-frame interval of latency)",
+    )
+    parser.add_argument(
+        "--turn",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="the one-stream phase ROUNDS times each way, interleaved: direct (host "
+        "candidates), the client relayed (relay candidates only, through a coturn started "
+        "on loopback: Debian's turnserver) and both sides relayed (a second server with "
+        "FACEGATE_STREAM_ICE_RELAY_ONLY)",
     )
     args = parser.parse_args()
     cv2.setNumThreads(1)

@@ -6,6 +6,7 @@
    threshold (0.5) and the highest score seen. There should be none.
 2. Cost per image: one ``JobModeration`` check of a 1080p frame (preprocess + inference),
    beside the baseline of the same run, the face swap of that frame (``Pipeline.run_image``).
+   With onnxruntime's threads spinning between runs and passive (the default), interleaved.
 3. Cost per video minute, input and output: a one-minute 720p clip checked as
    ``check_input_video`` does it (``engine.screening``: decode every frame, classify the
    sampled ones, no run of 0.5 s or 15 frames unchecked), and its frames as the output
@@ -35,8 +36,10 @@ import cv2
 import numpy as np
 
 from benchkit import FACES, engine_runtime, like_a_facegate_process, load_average, read_frame
+from facegate.engine.modelstore.inference import PoolSettings
 from facegate.engine.moderation import ModerationPolicy, Moderator, forward_open_nsfw
 from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.screening import VideoScreen, screen_video
 from facegate.engine.types import Frame
 from facegate.engine.video.synth import ClipSpec, make_face_clip
@@ -141,6 +144,37 @@ def cost_per_image(runs: int) -> None:
     )
 
 
+def spin_cost(runs: int) -> None:
+    """One check a job makes, followed by other work (a 50 ms pause here), with onnxruntime's
+    threads spinning between runs (its default) and waiting passively (the pool's default,
+    ``FACEGATE_INFERENCE_SPIN_WAIT``), interleaved: the spinning is CPU the process takes
+    from whatever shares its cores."""
+    frame = np.asarray(cv2.resize(read_frame(TARGET), (1920, 1080)), np.uint8)
+    moderators = {
+        spin: Moderator(
+            EngineRuntime.create(Path("var/models"), pool=PoolSettings(spin_wait=spin)).hub
+        )
+        for spin in (True, False)
+    }
+    cpus: dict[bool, list[float]] = {True: [], False: []}
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    for moderator in moderators.values():
+        moderator.scores([frame])  # loads the model
+    for _ in range(runs):
+        for spin, moderator in moderators.items():
+            start, cpu = time.perf_counter(), time.process_time()
+            moderator.scores([frame])
+            walls[spin].append(time.perf_counter() - start)
+            time.sleep(0.05)
+            cpus[spin].append(time.process_time() - cpu)
+    spun, passive = statistics.median(cpus[True]), statistics.median(cpus[False])
+    print(
+        f"  onnxruntime spinning: a check {statistics.median(walls[True]) * 1000:.1f} ms wall, "
+        f"{spun * 1000:.1f} ms CPU; passive {statistics.median(walls[False]) * 1000:.1f} ms "
+        f"wall, {passive * 1000:.1f} ms CPU ({passive / spun:.2f}x)  [{load_average()}]"
+    )
+
+
 def timed(call: Callable[[], T]) -> tuple[T, float, float]:
     """(result, wall seconds, CPU seconds) of one call."""
     start, cpu = time.perf_counter(), time.process_time()
@@ -233,6 +267,7 @@ def main() -> None:
         folder = Path(scratch)
         false_positives(moderator, folder, clips)
         cost_per_image(args.runs)
+        spin_cost(args.runs)
         cost_per_video_minute(folder, args.video_seconds)
 
 

@@ -64,7 +64,12 @@ TUNED = [
 ]
 #: The tuning with the target's outline kept (``first pass``), measured beside the default.
 FIRST_PASS = replace(
-    Tuning(), outline=0.0, low_pass=0.035, detail_gain=DETAIL_GAIN, max_source_turn=90.0
+    Tuning(),
+    outline=0.0,
+    low_pass=0.035,
+    detail_gain=DETAIL_GAIN,
+    max_source_turn=90.0,
+    mask_inset=1.5,
 )
 #: The before/after sheet (--docs-sheet; docs/identity_before_after.jpg is this sheet): only
 #: the photos whose sources put them in the public domain or under an open licence that covers

@@ -151,7 +151,7 @@ def full(
     clock = clock or StageClock()
     started, cpu = time.perf_counter(), time.process_time()
     ctx = pipeline.prepare([source], on_stage=clock.add)
-    work = VideoSwap(pipeline, ctx, tracker)
+    work = VideoSwap(pipeline, ctx, tracker, owns_frames=True)  # as run_video hands them over
     work.tracker.analyser = TimedAnalyser(work.tracker.analyser, clock)  # type: ignore[assignment]
     stages = FrameStages(
         render=clock.timed("swap", work.render), analyse=clock.timed("track", work.analyse)
@@ -164,7 +164,8 @@ def full(
         stages = FrameStages(
             render=stages.render,
             analyse=stages.analyse,
-            finish=clock.timed("watermark", VideoWatermark(bits)),
+            # the mark added into the frame, as a video job adds it
+            finish=clock.timed("watermark", VideoWatermark(bits, in_place=True)),
             inspect=TimedScreen(screen, clock),
         )
     try:

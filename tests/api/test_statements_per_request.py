@@ -5,9 +5,10 @@ the driver (``facegate.prepared``), on SQLite on the event loop (no BEGIN or ROL
 worker-thread hop).
 
 The three steps of a submission (``facegate.jobs.service``) stay: a read-only transaction
-(the tenant's policy, the workers' memory budgets, the queue cap and the quota together),
-then none while the target is decoded and stored, then a write transaction (the queue cap
-and the quota again, the ledger row, the job). Nothing more: the body guard reuses the
+(the tenant's policy, the workers' memory budgets, the queue cap and the quota together,
+unless the tenant's last submission saw it far from both moments ago), then none while the
+target is decoded and stored, then a write transaction (the queue cap and the quota again,
+the ledger row, the job). Nothing more: the body guard reuses the
 tenant's upload limit for a few seconds (no transaction of its own), the takedown blocks
 are not read for a job without sources, and each reading is one statement."""
 
@@ -34,12 +35,15 @@ SUBMISSION = [
     ("BEGIN", ""),  # step 1, read-only
     ("SELECT", "tenants"),  # the policy
     ("SELECT", "workers"),  # the memory budgets
-    ("SELECT", "jobs+stored_objects"),  # the queue cap and the quota, one statement
+    # (the queue cap and the quota: not read here, the tenant's last submission saw it far
+    # from both moments ago: facegate.jobs.room)
     ("BEGIN", ""),  # step 3, the write lock
-    ("SELECT", "jobs+stored_objects"),  # both again, under the lock
+    ("SELECT", "jobs+stored_objects"),  # the queue cap and the quota, one statement
+    ("INSERT", "jobs"),  # the job and its inputs' ledger rows, one flush
     ("INSERT", "stored_objects"),
-    ("INSERT", "jobs"),
 ]
+#: Near its cap: step 1 reads both too (a refused request decodes nothing).
+NEAR_THE_CAP = [*SUBMISSION[:3], ("SELECT", "jobs+stored_objects"), *SUBMISSION[3:]]
 
 
 def describe(statement: str) -> tuple[str, str]:
@@ -87,7 +91,7 @@ def statements_of(engine: Engine) -> Iterator[list[tuple[str, str]]]:
         event.remove(engine, "before_cursor_execute", record)
 
 
-async def test_a_submission_runs_its_checks_in_eight_statements(
+async def test_a_submission_runs_its_checks_in_seven_statements(
     make_client: Any, database: dict[str, Any]
 ) -> None:
     # Without the global queue cap: its count is reused for a second, re-read (one more
@@ -103,6 +107,25 @@ async def test_a_submission_runs_its_checks_in_eight_statements(
         assert again.status_code == 202, again.text
         begins = "database_url" not in database
         assert seen == [one for one in SUBMISSION if begins or one[0] != "BEGIN"]
+
+
+async def test_near_its_cap_a_submission_reads_the_room_before_decoding(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    async with make_client(**database, max_queued_jobs_total=0) as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY, max_queued_jobs=3)
+        headers = h.headers("acme")
+        target = photo()
+        first = await submit(h.client, headers, target)  # 1 of 3 queued: more than half
+        assert first.status_code == 202, first.text
+        with statements_of(h.state.engine) as seen:
+            again = await submit(h.client, headers, target)
+        assert again.status_code == 202, again.text
+        begins = "database_url" not in database
+        assert seen == [one for one in NEAR_THE_CAP if begins or one[0] != "BEGIN"]
+        assert (await submit(h.client, headers, target)).status_code == 202
+        refused = await submit(h.client, headers, target)  # the 4th: refused in step 1
+        assert refused.status_code == 429, refused.text
 
 
 @contextmanager

@@ -3,6 +3,7 @@ everything else through (tracebacks at exit included)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,30 @@ def test_a_swap_prints_its_summary_and_nothing_native(tmp_path: Path) -> None:
     )
     assert failed.returncode == 2
     assert failed.stderr == "error: no-face-detected: source image 1 has no face\n"
+
+
+def test_a_swap_ending_without_teardown_still_says_everything(tmp_path: Path) -> None:
+    """`facegate swap` ends its process without the interpreter's teardown once the result
+    is written (``exit_without_teardown``): what it printed still reaches a pipe, stdout
+    (block-buffered there) and the filtered stderr alike, and an exit handler still runs."""
+    marker = tmp_path / "exit-handler-ran"
+    command = [
+        sys.executable,
+        "-c",
+        "import atexit, pathlib, sys\n"
+        f"atexit.register(pathlib.Path({str(marker)!r}).touch)\n"
+        "from facegate.cli import main\n"
+        "main()",
+        "swap",
+        str(FACES / "woman_a_selfie_frontal_01.jpg"),
+        str(FACES / "man_frontal_glasses.jpg"),
+        "-o",
+        "out.jpg",
+        "--json",
+    ]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == "out.jpg"
+    assert done.stderr == ""
+    assert marker.exists()
+    assert (tmp_path / "out.jpg").stat().st_size > 0

@@ -13,7 +13,10 @@ x failure threshold).
 
 Two deviations, both forced by the machine and not by the manifests: containers share the
 host network (this dockerd runs with ``--bridge=none``), so each gets its own port through
-``FACEGATE_PORT``; and the test gives each run its own Redis key prefix.
+the variable its listening port comes from (``FACEGATE_PORT``; coturn's ``TURN_PORT``) and
+its pod address (``status.podIP``) is 127.0.0.1; and the test gives each run its own Redis
+key prefix. ``$(VAR)`` in ``command`` and ``args`` is expanded from the container's
+environment, as the kubelet does.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import time
 import urllib.error
@@ -69,6 +74,22 @@ def build_image(variant: str = "cpu") -> str:
     result = subprocess.run(
         [str(ROOT / "scripts" / "image")],
         env={**os.environ, "VARIANT": variant, "TAG": f"facegate-test:{checkout}-{variant}"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=BUILD_TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def build_turn_image() -> str:
+    """``scripts/image turn`` (``make image`` builds it too): the TURN server's image from
+    Debian's coturn on the same base; one tag per checkout."""
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "image"), "turn"],
+        env={**os.environ, "TURN_TAG": f"facegate-turn-test:{checkout}"},
         capture_output=True,
         text=True,
         check=False,
@@ -129,11 +150,19 @@ class Cluster:
     extra_env: dict[str, str] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
 
-    def env(self, pod: Pod, port: int | None) -> dict[str, str]:
+    def env(
+        self, pod: Pod, port: int | None, port_variable: str = "FACEGATE_PORT"
+    ) -> dict[str, str]:
         env: dict[str, str] = {}
         for entry in pod.container.get("env", []):
             if "value" in entry:
                 env[entry["name"]] = str(entry["value"])
+                continue
+            field_ref = entry["valueFrom"].get("fieldRef")
+            if field_ref is not None:
+                if field_ref["fieldPath"] != "status.podIP":
+                    raise ContractError(f"{pod.name}: fieldRef {field_ref} not handled")
+                env[entry["name"]] = "127.0.0.1"  # the host network (module docstring)
                 continue
             reference = entry["valueFrom"]["secretKeyRef"]
             value = self.secrets.get(reference["name"], {}).get(reference["key"])
@@ -145,7 +174,7 @@ class Cluster:
                 )
             env[entry["name"]] = value
         if port is not None:  # the host network (see the module's docstring): its own port
-            env["FACEGATE_PORT"] = str(port)
+            env[port_variable] = str(port)
         env.update(self.extra_env)
         return env
 
@@ -206,7 +235,9 @@ class Cluster:
                 raise ContractError(f"{pod.name}: volume kind of {volume} not handled")
         return args
 
-    def run_args(self, pod: Pod, port: int | None) -> list[str]:
+    def run_args(
+        self, pod: Pod, port: int | None, port_variable: str = "FACEGATE_PORT"
+    ) -> list[str]:
         """The ``docker run`` arguments that hold the container to its pod's contract."""
         security = pod.security
         assert security.get("runAsNonRoot"), pod.name
@@ -225,7 +256,7 @@ class Cluster:
         profile = security.get("seccompProfile", {}).get("type")
         assert profile == "RuntimeDefault", f"{pod.name}: seccompProfile {profile}"
         args += self._volume_args(pod)
-        for name, value in self.env(pod, port).items():
+        for name, value in self.env(pod, port, port_variable).items():
             args += ["-e", f"{name}={value}"]
         limits = pod.container.get("resources", {}).get("limits", {})
         if "memory" in limits:
@@ -234,10 +265,12 @@ class Cluster:
             args += ["--entrypoint", pod.container["command"][0]]
         return args
 
-    def start(self, pod: Pod, port: int | None) -> str:
+    def start(self, pod: Pod, port: int | None, port_variable: str = "FACEGATE_PORT") -> str:
         name = f"fgtest-{uuid.uuid4().hex[:8]}-{pod.name}"[:63]
-        args = ["run", "-d", "--name", name, *self.run_args(pod, port), self.image]
-        args += [*pod.container.get("command", [])[1:], *pod.container.get("args", [])]
+        args = ["run", "-d", "--name", name, *self.run_args(pod, port, port_variable), self.image]
+        env = self.env(pod, port, port_variable)
+        words = [*pod.container.get("command", [])[1:], *pod.container.get("args", [])]
+        args += [expand(word, env) for word in words]
         docker(*args)
         self.started.append(name)
         return name
@@ -264,7 +297,24 @@ class Cluster:
             docker("rm", "-f", name, check=False)
 
 
-def _probe_ok(port: int, path: str) -> bool:
+def expand(word: str, env: dict[str, str]) -> str:
+    """``$(VAR)`` replaced by the container's variable, as the kubelet does in ``command``
+    and ``args`` (an unknown one is left as written; ``$$`` is a literal ``$``)."""
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$" if m[0] == "$$" else env.get(m[1], m[0]),
+        word,
+    )
+
+
+def _probe_ok(port: int, probe: dict[str, Any]) -> bool:
+    if "tcpSocket" in probe:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=3):
+                return True
+        except OSError:
+            return False
+    path = probe["httpGet"]["path"]
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3) as response:
             return 200 <= int(response.status) < 400
@@ -286,10 +336,11 @@ def wait_for_probes(cluster: Cluster, name: str, pod: Pod, port: int) -> dict[st
         if kind == "startupProbe" or "startupProbe" not in pod.container:
             budget += probe.get("initialDelaySeconds", 0)
         deadline = time.monotonic() + budget
-        while not _probe_ok(port, probe["httpGet"]["path"]):
+        while not _probe_ok(port, probe):
             if not cluster.running(name) or time.monotonic() > deadline:
+                what = probe["httpGet"]["path"] if "httpGet" in probe else "tcpSocket"
                 raise AssertionError(
-                    f"{pod.name}: {kind} {probe['httpGet']['path']} did not pass within "
+                    f"{pod.name}: {kind} {what} did not pass within "
                     f"{budget}s\n{cluster.logs(name)[-4000:]}"
                 )
             time.sleep(0.5)

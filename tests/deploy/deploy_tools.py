@@ -80,3 +80,13 @@ def as_pod(doc: dict[str, Any]) -> dict[str, Any]:
         if key in doc["metadata"]
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def with_turn(root: Path) -> Path:
+    """The logical overlay with the TURN component added, as docs/deploy.md says (in a copy
+    of the tree under ``root``)."""
+    shutil.copytree(K8S, root / "k8s")
+    overlay = root / "k8s" / "logical"
+    with (overlay / "kustomization.yaml").open("a") as kustomization:
+        kustomization.write("components:\n  - ../components/turn\n")
+    return overlay

@@ -20,14 +20,17 @@ from deploy_tools import (
     overlays,
     pod_specs,
     require,
+    with_turn,
 )
 
 OVERLAYS = overlays()
 
 
 @pytest.fixture(scope="module")
-def rendered() -> dict[str, list[dict[str, Any]]]:
-    return {path.name: kustomize(path) for path in OVERLAYS}
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    found = {path.name: kustomize(path) for path in OVERLAYS}
+    found["logical-turn"] = kustomize(with_turn(tmp_path_factory.mktemp("turn")))
+    return found
 
 
 def test_the_repository_has_logical_and_each_tenant_variant() -> None:
@@ -106,6 +109,11 @@ def test_serving_pods_probe_healthz_and_readyz(rendered: dict[str, list[dict[str
         for doc in documents:
             if doc["metadata"]["name"] == "facegate-tenant-sync":
                 continue  # no HTTP server (justified checkov skip in the manifest)
+            if doc["metadata"]["name"] == "facegate-turn" and doc["kind"] == "Deployment":
+                (container,) = doc["spec"]["template"]["spec"]["containers"]
+                for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                    assert container[probe]["tcpSocket"]["port"] == "turn-tcp"  # no HTTP
+                continue
             for spec in pod_specs(doc):
                 container = spec["containers"][0]
                 assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -195,6 +203,11 @@ def test_dockerfile_passes_hadolint() -> None:
     assert "--no-deps -r requirements/lock.txt" in text
     assert "ARG VARIANT=cpu" in text
     assert "requirements/cuda.txt" in text  # the cuda variant's onnxruntime-gpu
+    turn = ROOT / "deploy" / "docker" / "turn.Dockerfile"
+    result = subprocess.run([hadolint, str(turn)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "USER 10002:10002" in turn.read_text()  # the manifest's runAsUser
+    assert "FROM scratch AS runtime" in turn.read_text()
 
 
 def test_monitoring_component_adds_scrapes_alerts_dashboard_and_log_pipeline(
@@ -247,3 +260,99 @@ def test_public_ingress_routes_no_metrics_or_probes(
     assert env["FACEGATE_SCHEMA_ON_START"] == "check"
     (init,) = api["spec"]["template"]["spec"]["initContainers"]
     assert init["args"] == ["db", "upgrade"]
+
+
+def _by(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
+def test_the_turn_component_relays_only_what_it_must(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    documents = rendered["logical-turn"]
+    assert not [d for d in rendered["logical"] if "turn" in d["metadata"]["name"]]  # optional
+    deployment = _by(documents, "Deployment", "facegate-turn")
+    assert deployment["metadata"]["namespace"] == "facegate"
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    spec = deployment["spec"]["template"]["spec"]
+    assert "hostNetwork" not in spec
+    (container,) = spec["containers"]
+    assert container["image"].startswith("ghcr.io/facegate/facegate-turn:")
+    assert spec["securityContext"]["runAsUser"] == 10002  # not the api's user
+    assert all("hostPort" not in port for port in container["ports"])
+    args = container["args"]
+    flags = dict(arg.split("=", 1) for arg in args if "=" in arg)
+    low, high = int(flags["--min-port"]), int(flags["--max-port"])
+    assert {"--use-auth-secret", "--no-tcp-relay", "--no-multicast-peers", "--no-cli"} <= set(args)
+    assert flags["--static-auth-secret"] == "$(TURN_SECRET)"  # from the Secret, never a value
+    assert "--allow-loopback-peers" not in args
+    denied = [arg for arg in args if arg.startswith("--denied-peer-ip=")]
+    assert "--denied-peer-ip=169.254.0.0-169.254.255.255" in denied  # the metadata address
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TURN_SECRET"]["valueFrom"]["secretKeyRef"] == {
+        "name": "facegate-turn",
+        "key": "static-auth-secret",
+    }
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+    # The Service: every relay port coturn may hand out, TURN on UDP and TCP, the client's
+    # own address kept; the namespace's quota lets exactly this one load balancer in.
+    service = _by(documents, "Service", "facegate-turn")
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["externalTrafficPolicy"] == "Local"
+    assert (
+        service["spec"]["selector"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    ports = {(p["port"], p["protocol"]) for p in service["spec"]["ports"]}
+    assert ports == {(3478, "UDP"), (3478, "TCP")} | {(p, "UDP") for p in range(low, high + 1)}
+    assert all(p["port"] == p["targetPort"] for p in service["spec"]["ports"])
+    assert len(ports) <= 50  # a common cloud limit of listeners per load balancer
+    quota = _by(documents, "ResourceQuota", "facegate-quota")["spec"]["hard"]
+    assert quota["services.loadbalancers"] == "1"
+    assert (
+        _by(rendered["logical"], "ResourceQuota", "facegate-quota")["spec"]["hard"][
+            "services.loadbalancers"
+        ]
+        == "0"
+    )
+
+    # Its network policy: in, TURN and the relay range; out, UDP to the api pods and to
+    # public addresses only. And the data services' policy leaves it out.
+    policy = _by(documents, "NetworkPolicy", "allow-turn")["spec"]
+    assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "turn"}
+    (ingress,) = policy["ingress"]
+    assert {"protocol": "UDP", "port": low, "endPort": high} in ingress["ports"]
+    api_peer, public = policy["egress"]
+    assert api_peer["to"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "api"}}}
+    ]
+    (block,) = public["to"]
+    assert block["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(
+        block["ipBlock"]["except"]
+    )
+    for rule in policy["egress"]:
+        assert {port["protocol"] for port in rule["ports"]} == {"UDP"}
+    data = _by(documents, "NetworkPolicy", "allow-egress-data")["spec"]["podSelector"]
+    assert data["matchExpressions"] == [
+        {"key": "app.kubernetes.io/component", "operator": "NotIn", "values": ["turn"]}
+    ]
+    api_turn = _by(documents, "NetworkPolicy", "allow-api-turn")["spec"]
+    assert {"protocol": "UDP", "port": 3478} in api_turn["egress"][0]["ports"]
+
+    # The api pods: the clients' URLs and the secret from the Secret, the server's side
+    # through the Service's in-cluster name, relay candidates only.
+    api = _by(documents, "Deployment", "facegate-api")["spec"]["template"]["spec"]
+    api_env = {e["name"]: e for e in api["containers"][0]["env"]}
+    assert api_env["FACEGATE_STREAM_TURN_SECRET"]["valueFrom"]["secretKeyRef"] == {
+        "name": "facegate-turn",
+        "key": "static-auth-secret",
+    }
+    assert api_env["FACEGATE_STREAM_ICE_URLS"]["valueFrom"]["secretKeyRef"]["key"] == "ice-urls"
+    server_urls = json.loads(api_env["FACEGATE_STREAM_SERVER_ICE_URLS"]["value"])
+    assert server_urls == [f"turn:{service['metadata']['name']}:3478?transport=udp"]
+    assert api_env["FACEGATE_STREAM_ICE_RELAY_ONLY"]["value"] == "true"
+    assert "FACEGATE_DATABASE_URL" in api_env  # the patch added to the env, kept the rest

@@ -213,6 +213,38 @@ def test_options_change_output_and_stay_outside_the_face(
     assert not np.array_equal(out, run_swap(swapper, photos, SINGLE[0], target, mask=mask))
 
 
+def test_a_handed_over_frame_is_swapped_in_place_with_the_same_bytes(
+    swapper: FaceSwapper, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    """``JobContext.frame_owned`` (a video's decoded frames): the swap pastes into the frame
+    it was given, no whole-frame copy, and the result is the copy path's to the byte; with
+    occluders put back from the frame as it came, the frame is still copied."""
+    source, target = SINGLE[0], "woman_astronaut_frontal.jpg"
+    expected = run_swap(swapper, photos, source, target)
+    given = photos[target][0].copy()
+    for occlusion, in_place in ((False, True), (True, False)):
+        frame = given.copy()
+        kinds = ["box", "occlusion"] if occlusion else ["box"]
+        opts = swapper.validate_options({"mask_types": kinds})
+        src_frame, src_face = photos[source]
+        dst_face = photos[target][1]
+        ctx = JobContext(
+            options={"face_swapper": opts},
+            source_faces=[src_face],
+            source_frames=[src_frame],
+            target_faces=[dst_face],
+            selected=[(0, dst_face)],
+            frame_owned=True,
+        )
+        swapper.prepare(ctx)
+        out = swapper.process_frame(frame, ctx)
+        assert (out is frame) == in_place
+        if in_place:
+            assert out.tobytes() == expected.tobytes()
+        else:
+            assert np.array_equal(frame, given)  # the frame as it came, untouched
+
+
 def test_two_threads_give_the_same_bytes_as_sequential(
     swapper: FaceSwapper,
     photos: dict[str, tuple[Frame, Face]],

@@ -9,7 +9,9 @@ from tests.testdata import FACES
 
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import FaceRecogniser
-from facegate.engine.report import report_face, verdict
+from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.report import FaceReport, report_face, verdict
+from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.mesh_warp import MeshWarpBackend
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.types import Face, Frame
@@ -85,3 +87,19 @@ def test_a_profile_target_is_not_transferred(
     report = swap_and_report(recogniser, photos, PROFILE)
     assert report["verdict"] == "not transferred", report
     assert abs(float(str(report["yaw"]))) > 35.0
+
+
+def test_an_image_run_with_reports_swaps_a_copy_and_leaves_the_target_as_it_came(
+    face_engine: EngineRuntime, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    """``run_image`` with reports hands the processors its one copy of the target (they
+    paste into it) and compares the result with the target as it came: the caller's frame
+    is untouched and the result is the run without reports' to the byte."""
+    pipeline = face_engine.pipeline(PipelineSpec())
+    source, target = photos[SOURCE][0], photos[FRONTAL][0].copy()
+    given = target.copy()
+    reports: list[FaceReport] = []
+    result = pipeline.run_image([source], target, reports=reports)
+    assert np.array_equal(target, given)
+    assert [report.verdict for report in reports] == ["transferred"]
+    assert result.tobytes() == pipeline.run_image([source], target).tobytes()

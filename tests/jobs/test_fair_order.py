@@ -34,7 +34,7 @@ from facegate.queue.fairness import (
 from facegate.queue.postgres import PostgresClaimer, claim_function_sql
 from facegate.tenancy.tables import Policy, Tenant
 
-MIGRATION = "facegate.migrations.versions.0025_claim_memory"
+MIGRATION = "facegate.migrations.versions.0029_claim_first_start"
 
 
 def test_the_migrated_claim_function_is_the_rendered_fair_order() -> None:

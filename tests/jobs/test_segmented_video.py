@@ -213,6 +213,13 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     assert joined["times"] == whole["times"]
     assert joined["audio"] == whole["audio"]
     assert joined["shape"] == whole["shape"]
+    # The quality report: the whole run's sampled frames, each reported by the part that
+    # renders it, with the whole video's frame index.
+    reported = [(r["frame"], r["face"], r["verdict"]) for r in done.quality or []]
+    assert reported == [
+        (r["frame"], r["face"], r["verdict"]) for r in setup.job(whole_id).quality or []
+    ]
+    assert [frame for frame, _, _ in reported] == [8, 23, 38, 53]
     assert setup.part_objects(job_id) == []  # the parts' renders are gone
     parts = setup.parts(job_id)
     assert [p.status for p in parts] == ["succeeded"] * 3
@@ -220,6 +227,12 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     assert [setup.usage(p.id) for p in parts] == [[], [], []]
     [record] = setup.usage(job_id)
     assert record.status == "succeeded"
+    # Started when the split began, not when the assembly was claimed: the record's
+    # duration is the whole job's.
+    assert done.started_at == waiting.started_at == record.started_at
+    assert record.duration_seconds == pytest.approx(
+        (done.finished_at - waiting.started_at).total_seconds(), abs=0.05
+    )
     assert record.compute_seconds == pytest.approx(done.compute_seconds)
     part_seconds = sum(p.compute_seconds or 0.0 for p in parts)
     assert part_seconds > 0

@@ -35,7 +35,9 @@ SET = {
     "FACEGATE_INFERENCE_INTER_OP_THREADS": "2",
     "FACEGATE_INFERENCE_MAX_BYTES": "123456789",
     "FACEGATE_INFERENCE_DEVICE": "cpu",
+    "FACEGATE_INFERENCE_SPIN_WAIT": "true",
 }
+SPINNING = "session.intra_op.allow_spinning"
 
 
 async def test_the_environment_reaches_the_sessions_a_job_loads(
@@ -65,15 +67,26 @@ async def test_the_environment_reaches_the_sessions_a_job_loads(
         assert options.intra_op_num_threads == 3
         assert options.inter_op_num_threads == 2
         assert session.get_providers() == ["CPUExecutionProvider"]
+        with pytest.raises(Exception, match=SPINNING):  # onnxruntime's own default: spinning
+            options.get_session_config_entry(SPINNING)
         assert pool.settings == PoolSettings(
-            max_bytes=123456789, intra_op_threads=3, inter_op_threads=2, device="cpu"
+            max_bytes=123456789,
+            intra_op_threads=3,
+            inter_op_threads=2,
+            device="cpu",
+            spin_wait=True,
         )
 
 
 def test_unset_the_pool_keeps_the_engines_defaults(tmp_path: Path) -> None:
+    install_standin(tmp_path / "models")
     runtime = installation_engine(make_settings(tmp_path))
     try:
         assert runtime.hub.pool.settings == PoolSettings()
+        # The threads of every session wait passively between runs: on shared cores a
+        # spinning thread takes CPU from its neighbours (benchmarks/moderation_bench.py).
+        session = runtime.hub.onnx("open_nsfw").session
+        assert session.get_session_options().get_session_config_entry(SPINNING) == "0"
     finally:
         runtime.close()
 

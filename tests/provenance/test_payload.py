@@ -92,3 +92,22 @@ def test_the_package_reads_the_vectorised_marks_bit_for_bit() -> None:
     read_bits = np.asarray(reader.decode(marked), dtype=np.uint8)
     written = bits[watermark._block_bits(LENGTH)]
     assert np.array_equal(read_bits, written)
+
+
+def test_a_video_frames_mark_added_in_place_is_the_same_bytes() -> None:
+    """``VideoWatermark(in_place=True)`` (a video job's handed-over frames): the mark goes
+    into the frame it is given, no new frame, and every frame is byte for byte what the
+    new-frame path gives (the refresh included)."""
+    from facegate.engine.watermark import VideoWatermark
+
+    photo = cv2.imread(str(FACES / "woman_a_frontal_blue_wall_02.jpg"))
+    bits = encode_payload(KEY, 7)
+    fresh, kept = VideoWatermark(bits), VideoWatermark(bits, in_place=True)
+    for index in range(VideoWatermark.REFRESH_FRAMES + 2):
+        frame = np.roll(photo, 3 * index, axis=1)  # a moving picture: refreshes differ
+        expected = fresh(frame, index)
+        given = frame.copy()
+        out = kept(given, index)
+        assert out is given
+        assert out.tobytes() == expected.tobytes()
+        assert not np.array_equal(expected, frame)

@@ -14,7 +14,7 @@ from typing import Any
 
 import cv2
 import httpx
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
 from tests.testdata import FACES
 
@@ -86,11 +86,13 @@ async def open_stream(
     body: dict[str, Any] | None = None,
     fps: float = 15.0,
     audio: bool = False,
+    configuration: RTCConfiguration | None = None,
 ) -> tuple[Client, httpx.Response]:
     """Start a stream (the response is returned whatever it is; the client is connected
-    when it is a 201). A photo's path is fitted to 640x480; a frame is sent as it is."""
+    when it is a 201). A photo's path is fitted to 640x480; a frame is sent as it is.
+    ``configuration``: the client's ICE servers and policy (none: host candidates)."""
     picture = camera_frame(photo(camera_photo)) if isinstance(camera_photo, Path) else camera_photo
-    pc = RTCPeerConnection()
+    pc = RTCPeerConnection(configuration)
     camera = PhotoCamera(picture, fps=fps)
     pc.addTrack(camera)
     release_on_marker(pc)

@@ -9,13 +9,9 @@ from typing import Any
 
 import cv2
 import numpy as np
-import pytest
 from aiortc import RTCPeerConnection
-from tests.conftest import make_settings
 from tests.streams.streamkit import LIVE_POLICY, offer_of, source_body
 from tests.testdata import FACES
-
-from facegate.streams.live import ice_configuration
 
 
 async def video_offer() -> str:
@@ -79,22 +75,3 @@ async def test_bad_requests_leave_nothing_running(make_client: Any) -> None:
         assert h.state.streams.live() == []
         listed = await h.client.get("/v1/streams", headers=headers)
         assert listed.json()["items"] == []
-
-
-def test_ice_servers_come_from_the_settings(tmp_path: Any) -> None:
-    settings = make_settings(
-        tmp_path,
-        stream_ice_urls=["stun:stun.example.net:3478", "turn:turn.example.net:3478"],
-        stream_turn_username="facegate",
-        stream_turn_credential="s3cret",
-    )
-    stun, turn = ice_configuration(settings).iceServers or []
-    assert (stun.urls, stun.username, stun.credential) == ("stun:stun.example.net:3478", None, None)
-    assert (turn.urls, turn.username, turn.credential) == (
-        "turn:turn.example.net:3478",
-        "facegate",
-        "s3cret",
-    )
-    assert ice_configuration(make_settings(tmp_path)).iceServers == []
-    with pytest.raises(ValueError, match="stun:, turn: or turns:"):
-        make_settings(tmp_path, stream_ice_urls=["http://turn.example.net"])

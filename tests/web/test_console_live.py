@@ -6,6 +6,9 @@ viewer has no Live view (and the API refuses it a stream: tests/streams)."""
 
 from __future__ import annotations
 
+import json
+import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,9 @@ from consolehelpers import (
     sign_in,
     tenant_with_role_keys,
 )
+from consoleserver import serving_console
 from playwright.sync_api import expect
+from tests.streams.turnkit import TurnServer, local_turn, require_turnserver
 from tests.testdata import FACES
 
 from facegate.engine.faces import FaceAnalyser
@@ -53,6 +58,11 @@ def write_y4m(path: Path, picture: Frame, frames: int = 30, fps: int = 15) -> No
 
 @pytest.fixture(scope="module")
 def keys(server: Any) -> dict[str, str]:
+    return live_tenant(server)
+
+
+def live_tenant(server: Any) -> dict[str, str]:
+    """The live tenant with a key per role and a saved face: role -> token."""
     tokens = tenant_with_role_keys(
         server,
         TENANT,
@@ -68,6 +78,22 @@ def keys(server: Any) -> dict[str, str]:
     )
     assert face.status_code == 201, face.text
     return tokens
+
+
+@pytest.fixture(scope="module")
+def turn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, TurnServer]]:
+    """A console whose streams may only relay through a coturn on loopback."""
+    require_turnserver()
+    folder = tmp_path_factory.mktemp("turn")
+    secret = secrets.token_urlsafe(24)
+    with local_turn(secret, folder) as turn:
+        env = {
+            "FACEGATE_STREAM_ICE_URLS": json.dumps([turn.url]),
+            "FACEGATE_STREAM_TURN_SECRET": secret,
+            "FACEGATE_STREAM_ICE_RELAY_ONLY": "true",
+        }
+        with serving_console(folder, env) as running:
+            yield running, turn
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +184,54 @@ def test_a_live_stream_shows_the_swapped_camera(
     assert streams
     assert streams[0]["state"] == "ended"
     assert np.isfinite(streams[0]["seconds"])
+
+
+def show_swapped(page: Any, url: str, key: str, tmp_path: Path) -> Frame:
+    """Sign in, start a stream on the Live view, wait for the swapped video: a screenshot
+    of it."""
+    sign_in(page, url, key)
+    page.click('#nav a[data-view="live"]')
+    expect(page.locator("#live-face option")).to_have_count(1)
+    page.click("#live-start")
+    expect(page.locator("#live-stats")).to_contain_text("fps", timeout=60_000)
+    page.wait_for_function(
+        "() => { const v = document.querySelector('#live-swapped');"
+        " return v.videoWidth > 0 && v.currentTime > 1; }",
+        timeout=60_000,
+    )
+    shot = tmp_path / "swapped.png"
+    page.locator("#live-swapped").screenshot(path=str(shot))
+    image = cv2.imread(str(shot))
+    assert image is not None
+    return np.asarray(image, dtype=np.uint8)
+
+
+@pytest.mark.skipif(not available(), reason="the dlib recogniser's models are not installed")
+def test_the_live_view_relays_through_the_turn_server_it_is_given(
+    turn_server: tuple[Any, TurnServer], live_page: Any, tmp_path: Path
+) -> None:
+    """The server offers relay candidates only: the browser reaches it through coturn with
+    the TURN credential of its tenant from GET /v1/streams/ice, or not at all."""
+    server, turn = turn_server
+    tokens = live_tenant(server)
+    swapped = show_swapped(live_page, server.url, tokens["director"], tmp_path)
+    log = turn.log.read_text(errors="replace")
+    allocated = {
+        user
+        for user in re.findall(r"user <([^>]*)>: incoming packet ALLOCATE processed, success", log)
+    }
+    assert any(user.endswith(f":{TENANT}") for user in allocated), allocated  # the browser's
+    assert any(":stream-" in user for user in allocated), allocated  # the server's side
+    analyser = FaceAnalyser()
+    try:
+        recogniser = FaceRecogniser()
+        seen = largest_face_descriptor(recogniser, analyser, swapped)
+        source = largest_face_descriptor(recogniser, analyser, cv2.imread(str(SOURCE)))
+        assert identity_distance(seen, source) < SAME_PERSON_DISTANCE
+    finally:
+        analyser.close()
+    live_page.click("#live-stop")
+    expect(live_page.locator("#live-stats")).to_contain_text("ended")
 
 
 def test_a_viewer_has_no_live_view(server: Any, keys: dict[str, str], live_page: Any) -> None:

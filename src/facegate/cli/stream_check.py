@@ -39,6 +39,12 @@ from facegate.streams.loopback import ClientRun, camera_frame, run_client
     help="how long to stream once the first swapped frame is back",
 )
 @click.option(
+    "--relay",
+    is_flag=True,
+    help="relay candidates only: every packet through the TURN server of GET /v1/streams/ice "
+    "(checks TURN as a client behind a firewall would use it)",
+)
+@click.option(
     "--save",
     type=click.Path(dir_okay=False, path_type=Path),
     help="write the last swapped frame received here (PNG)",
@@ -50,6 +56,7 @@ def stream_check(
     source: Path | None,
     source_face_id: uuid.UUID | None,
     seconds: float,
+    relay: bool,
     save: Path | None,
 ) -> None:
     """Prints one JSON object; exit 1 when no swapped frame came back."""
@@ -64,7 +71,7 @@ def stream_check(
     else:
         body = {"source_face_id": str(source_face_id)}
     try:
-        run = asyncio.run(_run(url, key, body, camera_frame(picture), seconds))
+        run = asyncio.run(_run(url, key, body, camera_frame(picture), seconds, relay))
     except httpx.HTTPStatusError as exc:
         raise click.ClickException(f"{exc.response.status_code}: {exc.response.text}") from None
     if save is not None and run.last is not None:
@@ -75,7 +82,7 @@ def stream_check(
 
 
 async def _run(
-    url: str, key: str, body: dict[str, str], picture: Frame, seconds: float
+    url: str, key: str, body: dict[str, str], picture: Frame, seconds: float, relay: bool
 ) -> ClientRun:
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         return await run_client(
@@ -85,4 +92,5 @@ async def _run(
             picture,
             seconds,
             keep=0,
+            relay=relay,
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -175,6 +177,23 @@ def swap(
         click.echo(json.dumps({"output": str(output), **summary}))
     elif not quiet:
         click.echo(describe(output, summary), err=True)
+    exit_without_teardown()
+
+
+def exit_without_teardown() -> None:
+    """End the process now that the result is written and said, without the interpreter's
+    teardown (~75 ms here: freeing every module, the mediapipe graphs and the engine's
+    threads, which nothing will use again). The exit handlers still run (the stderr
+    filter's drain among them) and the output streams are flushed. Only where this process
+    is the command, its streams the real ones; under a caller that captures them (click's
+    CliRunner, pytest) it returns and the command ends as any other."""
+    stdout, stderr = sys.__stdout__, sys.__stderr__
+    if stdout is None or stderr is None or sys.stdout is not stdout or sys.stderr is not stderr:
+        return
+    atexit._run_exitfuncs()
+    stdout.flush()
+    stderr.flush()
+    os._exit(0)
 
 
 def describe(output: Path, summary: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import io
 import sys
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 from pydantic import ValidationError
@@ -15,10 +15,12 @@ from facegate.engine.errors import InvalidOptions
 from facegate.engine.image import ImageLimits, load_image_file
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.swap.color import build_lab_tables
-from facegate.engine.video import VideoProgress, is_video_file
-from facegate.engine.video.options import container_for
+from facegate.engine.video_sniff import is_video_file
 from facegate.models.requests import installation_engine
 from facegate.settings import get_settings
+
+if TYPE_CHECKING:
+    from facegate.engine.video import VideoProgress
 
 
 def is_video_target(path: Path) -> bool:
@@ -44,6 +46,9 @@ def run_video_swap(
 ) -> dict[str, Any]:
     """Run the pipeline over the video ``paths[-1]`` into ``output`` (.mp4 .mov .mkv .webm);
     a progress bar on stderr unless ``show_progress`` is false. Returns frames, size, fps."""
+    # optional: PyAV and the video stack, which `facegate swap` of an image never loads
+    from facegate.engine.video.options import container_for
+
     container_for(output)  # refuse an unknown output suffix before any work
     try:
         spec = PipelineSpec.model_validate({**document, "output": {}})

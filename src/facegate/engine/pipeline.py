@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -29,13 +29,13 @@ from facegate.engine.selection import SelectorSpec, prepare_sources, select_face
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Face, FloatArray, Frame
-from facegate.engine.video.census import border_handovers
-from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
-from facegate.engine.video.probe import VideoInfo, VideoLimits, probe_video
-from facegate.engine.video.process import FrameInspector, process_video
-from facegate.engine.video.quality import QualitySampler
-from facegate.engine.video.reader import InputInspector
-from facegate.engine.video.swap import Handover, VideoSwap
+
+if TYPE_CHECKING:  # the video stack (PyAV) loads on a pipeline's first video: see run_video
+    from facegate.engine.video.options import VideoOptions, VideoProgress, VideoResult
+    from facegate.engine.video.probe import VideoInfo, VideoLimits
+    from facegate.engine.video.process import FrameInspector
+    from facegate.engine.video.reader import InputInspector
+    from facegate.engine.video.swap import Handover
 
 ProgressCallback = Callable[[float, str], None]
 """Called with (fraction done 0..1, stage name)."""
@@ -186,10 +186,15 @@ class Pipeline:
         ctx: JobContext,
         faces: Sequence[Face] | None = None,
         selected: Sequence[tuple[int, Face]] | None = None,
+        *,
+        owned: bool = False,
     ) -> Frame:
         """Run every processor on one frame. ``faces`` skips detection (video tracking);
-        ``selected`` skips selection (video keeps each track's pairing across frames)."""
+        ``selected`` skips selection (video keeps each track's pairing across frames);
+        ``owned``: the caller hands the frame over and never reads it again, so processors
+        may paste into it (``JobContext.frame_owned``; not where one reads the original)."""
         ctx.check_cancelled()
+        ctx.frame_owned = owned and not any(p.reads_original for p in self.processors)
         # The frame as it came, for processors that restore something of it (expression).
         ctx.state.setdefault("pipeline", {})["original_frame"] = frame
         target_faces = list(faces) if faces is not None else self.analyser.analyse(frame)
@@ -248,10 +253,14 @@ class Pipeline:
             raise NoFaceDetected("the target image has no face")
         report(0.5, "process")
         wants_reports = reports is not None and "face_swapper" in self.spec.processors
-        original = target.copy() if wants_reports else target  # processors may paste in place
-        result = self.process_frame(target, ctx, faces=target_faces)
+        if wants_reports:
+            # The reports compare the result with the target as it came: the processors get
+            # a copy, handed over (they paste into it: one whole-frame copy, not two).
+            result = self.process_frame(target.copy(), ctx, faces=target_faces, owned=True)
+        else:
+            result = self.process_frame(target, ctx, faces=target_faces)
         if reports is not None and wants_reports and identity_available():
-            reports.extend(self.face_reports(ctx, original, result))
+            reports.extend(self.face_reports(ctx, target, result))
         if counts is not None:
             counts.update(target_faces=len(target_faces), processed=len(ctx.selected))
         report(1.0, "done")
@@ -299,6 +308,7 @@ class Pipeline:
         handover: Sequence[Handover] = (),
         inspect_input: InputInspector | None = None,
         reports: list[dict[str, Any]] | None = None,
+        part_of: tuple[int, int] | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
         nothing appears at ``dst`` unless the run completes). See ``engine.video``.
@@ -310,7 +320,15 @@ class Pipeline:
         (the service's moderation of the input video, without a decode of its own).
         ``reports`` receives the quality report of each swapped face of a few sampled frames
         (``engine/video/quality.py``), each with its ``frame``; none where the pipeline swaps
-        nothing or the recogniser is not installed."""
+        nothing or the recogniser is not installed. ``part_of``: (this run's first frame, the
+        whole video's frames) for a part of a segmented run, which samples the whole's spans
+        that are its own and reports the whole's frame indices."""
+        # optional: PyAV and the video stack, which an image's run (``facegate swap``) never needs
+        from facegate.engine.video.probe import probe_video
+        from facegate.engine.video.process import process_video  # optional: as above
+        from facegate.engine.video.quality import QualitySampler  # optional: as above
+        from facegate.engine.video.swap import VideoSwap  # optional: as above
+
         info = probe_video(src, limits)  # refuse a bad file before analysing the sources
         ctx = self.prepare(
             sources,
@@ -321,9 +339,14 @@ class Pipeline:
         )
         sampler = None
         if reports is not None and "face_swapper" in self.spec.processors and identity_available():
-            sampler = QualitySampler(_frames_run(info, options))
+            sampler = QualitySampler(frames_run(info, options), part_of=part_of)
         work = VideoSwap(
-            self, ctx, TrackerOptions(fps=float(info.fps)), handover=handover, quality=sampler
+            self,
+            ctx,
+            TrackerOptions(fps=float(info.fps)),
+            handover=handover,
+            quality=sampler,
+            owns_frames=True,  # process_video decodes a fresh frame for each render
         )
         try:
             stages = dataclasses.replace(
@@ -356,6 +379,9 @@ class Pipeline:
         view at each border and the decisions a run of the whole video gives them
         (``engine/video/census.py``), for :meth:`run_video`'s ``handover``. ``size``: the
         run's frame size when its options scale the video down (``output_size``)."""
+        # optional: PyAV and the video stack, as in run_video
+        from facegate.engine.video.census import border_handovers
+
         ctx = self.prepare(
             sources,
             source_keys=source_keys,
@@ -366,7 +392,7 @@ class Pipeline:
         return border_handovers(src, self, ctx, borders, TrackerOptions(fps=fps), size)
 
 
-def _frames_run(info: VideoInfo, options: VideoOptions | None) -> int:
+def frames_run(info: VideoInfo, options: VideoOptions | None) -> int:
     """How many frames of a video a run with ``options`` processes (about: from its
     duration when the options cut it)."""
     if options is None or (options.start == 0.0 and options.end is None):

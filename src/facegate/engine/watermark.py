@@ -156,8 +156,13 @@ def watermark_delta(frame: Frame, bits: Bits) -> Delta:
     return Delta(up=full(canonical), down=full(-canonical))
 
 
-def apply_delta(frame: Frame, delta: Delta) -> Frame:
-    """``frame + delta``, saturated to 0..255 (a new frame)."""
+def apply_delta(frame: Frame, delta: Delta, in_place: bool = False) -> Frame:
+    """``frame + delta``, saturated to 0..255: a new frame, or ``frame`` itself changed
+    (``in_place``: the same bytes, no frame-sized allocation)."""
+    if in_place:
+        cv2.add(frame, delta.up, dst=frame)
+        cv2.subtract(frame, delta.down, dst=frame)
+        return frame
     return np.asarray(cv2.subtract(cv2.add(frame, delta.up), delta.down), dtype=np.uint8)
 
 
@@ -211,12 +216,15 @@ class VideoWatermark:
 
     The canonical embed runs on one frame in ``REFRESH_FRAMES``; the frames in between get
     the same change added (consecutive frames are nearly the same picture), so a video pays
-    one embed per refresh plus one add per frame, and every frame carries the mark."""
+    one embed per refresh plus one add per frame, and every frame carries the mark.
+    ``in_place``: the frames are handed over (``process_video``'s, which nothing reads after
+    their ``finish``), so the mark is added into them rather than into a new frame."""
 
     REFRESH_FRAMES = 12
 
-    def __init__(self, bits: Bits) -> None:
+    def __init__(self, bits: Bits, in_place: bool = False) -> None:
         self.bits = bits
+        self.in_place = in_place
         self._delta: Delta | None = None
         self._since = 0
 
@@ -229,4 +237,4 @@ class VideoWatermark:
             self._since = 0
         self._since += 1
         assert self._delta is not None
-        return apply_delta(frame, self._delta)
+        return apply_delta(frame, self._delta, self.in_place)

@@ -21,6 +21,7 @@ from facegate.errors import Conflict, InvalidInput, NotFound
 from facegate.jobs.events import job_events
 from facegate.jobs.observe import audit_submission, observe_submitted
 from facegate.jobs.repository import JOB_VIEW_READ, JobRepository
+from facegate.jobs.room import Room, room_seen
 from facegate.jobs.runtime import tenant_store_for, write_sessions
 from facegate.jobs.schemas import (
     JobOut,
@@ -129,6 +130,7 @@ def submit_job(
     ``Location`` header, or ``200`` with the original job for a repeated Idempotency-Key."""
     state = get_state(request)
     store = tenant_store_for(state.settings)
+    seen = room_seen(state.engine)
     written: list[str] = []
     # The jobs service's three steps (facegate.jobs.service): the checks that read the
     # database in a read-only transaction; the decoding, probing and object writes in none;
@@ -159,12 +161,16 @@ def submit_job(
                 library=asked.library,
                 reference=None if reference is None else given.read(reference),
             )
-            submitted = JobService(read, store).precheck(submission, asked.policy)
+            far = seen.far_from_limits(principal.tenant_id, asked.policy, submission.incoming_bytes)
+            submitted = JobService(read, store).precheck(
+                submission, asked.policy, read_room=not far
+            )
         if submitted is None:
             prepared = prepare_job(submission, asked.policy, memory_limit=given.memory_limit)
             store_inputs(store, [prepared])
             with session_scope(write_sessions(state)) as write:
-                submitted = JobService(write, store).submit(prepared, asked.policy)
+                service = JobService(write, store)
+                submitted = service.submit(prepared, asked.policy)
                 if submitted.created:
                     audit_submission(write, principal, submitted.job, submitted.input_hashes)
                     if asked.template is not None:
@@ -173,6 +179,10 @@ def submit_job(
                         )
             if not submitted.created:  # an earlier submission committed meanwhile
                 store.delete_keys(written)
+            elif service.last_room is not None:  # committed: what it saw, plus itself
+                last = service.last_room
+                used = None if last.used is None else last.used + submission.incoming_bytes
+                seen.record(principal.tenant_id, Room(last.queued + 1, used))
     except IntegrityError:
         # Two submissions with one Idempotency-Key raced (PostgreSQL): the other won.
         store.delete_keys(written)
@@ -181,6 +191,7 @@ def submit_job(
             submitted = _earlier_submission(service, submission, principal.tenant_id)
     except BaseException:
         store.delete_keys(written)
+        seen.forget(principal.tenant_id)  # a refusal: the next request reads again
         raise
     if submitted.created:
         notify_locally(state.settings.database_url)

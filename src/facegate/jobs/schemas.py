@@ -82,7 +82,10 @@ class JobOut(BaseModel):
     cancel_requested: bool
     inputs: list[str]
     created_at: datetime
-    started_at: datetime | None
+    started_at: datetime | None = Field(
+        description="When a worker first started the job (kept when it is run again after "
+        "a worker was lost, and through a long video's parts and assembly)"
+    )
     finished_at: datetime | None
     error: JobError | None
     result: JobResult | None

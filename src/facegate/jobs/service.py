@@ -35,6 +35,7 @@ from facegate.jobs.cost import TargetShape, check_memory_budget, estimate_cost
 from facegate.jobs.options import validate_processors
 from facegate.jobs.policy import JobOptions, check_output_resolution
 from facegate.jobs.repository import JobRepository
+from facegate.jobs.room import Room
 from facegate.jobs.tables import Job
 from facegate.jobs.video import check_video_target, input_content_type, is_video
 from facegate.library.schemas import JobSources
@@ -262,6 +263,7 @@ class JobService:
         self.session = session
         self.jobs = JobRepository(session)
         self.tenant_store = tenant_store
+        self.last_room: Room | None = None  # the last reading of check_room
 
     def earlier(self, tenant_id: str, key: str, fingerprint: str | None) -> Job | None:
         """The job an earlier submission with ``key`` made, if any; 422 when that
@@ -290,6 +292,7 @@ class JobService:
         submission (a batch's items together)."""
         cap, quota = policy.max_queued_jobs, policy.storage_quota_bytes
         queued, used = self.jobs.room(tenant_id, at_most=cap, usage=quota is not None)
+        self.last_room = Room(queued, used)
         if queued + jobs > cap:
             more = f"; {jobs} more would pass it" if jobs > 1 else ""
             raise QuotaExceeded(
@@ -305,15 +308,19 @@ class JobService:
         except StorageQuotaExceeded as exc:
             raise exc.problem() from None
 
-    def precheck(self, request: Submission, policy: Policy) -> Submitted | None:
+    def precheck(
+        self, request: Submission, policy: Policy, *, read_room: bool = True
+    ) -> Submitted | None:
         """Step 1, in a read-only transaction: the earlier submission of a repeated
         Idempotency-Key, else None once the request meets the rules and would fit the
-        queue cap and quota (refusals as :meth:`submit`'s)."""
+        queue cap and quota (refusals as :meth:`submit`'s). ``read_room=False``: the
+        caller saw the tenant far from both moments ago (``facegate.jobs.room``)."""
         earlier = self._earlier_submission(request)
         if earlier is not None:
             return earlier
         check_request(request, policy)
-        self.check_room(request.tenant_id, policy, 1, request.incoming_bytes)
+        if read_room:
+            self.check_room(request.tenant_id, policy, 1, request.incoming_bytes)
         return None
 
     def submit(self, prepared: PreparedJob, policy: Policy) -> Submitted:
@@ -350,7 +357,8 @@ class JobService:
             )
         )
         job.consent = [ref.model_dump(mode="json") for ref in attested] or None
-        self.tenant_store.record(self.session, prepared.stored, flush=flush)
+        # One flush for the ledger rows and the job (the unit of work inserts both).
+        self.tenant_store.record(self.session, prepared.stored, flush=False)
         job.inputs = list(prepared.hashes)
         self.jobs.add(job, flush=flush)
         return Submitted(job, created=True, input_hashes=prepared.hashes)

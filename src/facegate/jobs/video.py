@@ -19,7 +19,7 @@ from typing import Any, Literal
 from facegate.engine.errors import MediaTooLarge
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.video import VideoInfo, VideoLimits, VideoOptions, probe_video
-from facegate.engine.video.probe import looks_like_video
+from facegate.engine.video_sniff import looks_like_video
 from facegate.errors import InvalidInput
 from facegate.jobs.policy import output_size
 from facegate.tenancy.tables import Policy, resolution_dimensions

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from facegate.engine.modelstore.manifest import SAFE_NAME
 from facegate.engine.modelstore.store import ModelStore
@@ -13,10 +14,11 @@ from facegate.engine.networks.live_portrait import PARTS as LIVE_PORTRAIT_PARTS
 from facegate.engine.networks.swap_models import SWAPPERS
 from facegate.engine.pipeline import PipelineSpec
 from facegate.errors import Conflict, InvalidInput
-from facegate.resilience import BreakerConfig
 from facegate.settings import Settings
-from facegate.storage.factory import shared_object_store
 from facegate.storage.remote_models import ObjectStorageModels
+
+if TYPE_CHECKING:
+    from facegate.resilience import BreakerConfig
 
 RECOGNIZER = "arcface_w600k_r50"
 BUILTIN_SWAP_BACKENDS = frozenset({"mesh_warp"})
@@ -34,17 +36,28 @@ def installation_model_store(settings: Settings) -> ModelStore:
     """The installation's model store, one per process and configuration (it caches sha256
     checks and listings): the models folder, or with ``FACEGATE_MODELS_IN_STORAGE`` (the
     cluster shape) the shared object storage, the folder then only caching its files."""
+    if not settings.models_in_storage:
+        return _model_store(settings.models_dir, None, None)
+    # optional: the storage client's circuit breaker (structlog) serves the cluster shape only
+    from facegate.resilience import BreakerConfig
+
     return _model_store(
-        settings.models_dir,
-        settings.storage_url if settings.models_in_storage else None,
-        BreakerConfig.from_settings(settings),
+        settings.models_dir, settings.storage_url, BreakerConfig.from_settings(settings)
     )
 
 
 @lru_cache(maxsize=8)
-def _model_store(models_dir: Path, storage_url: str | None, breaker: BreakerConfig) -> ModelStore:
-    remote = ObjectStorageModels(shared_object_store(storage_url, breaker)) if storage_url else None
-    return ModelStore(Path(models_dir), remote=remote)
+def _model_store(
+    models_dir: Path, storage_url: str | None, breaker: BreakerConfig | None
+) -> ModelStore:
+    if storage_url is None or breaker is None:
+        return ModelStore(Path(models_dir))
+    # optional: as above (the storage factory builds its stores with the breaker)
+    from facegate.storage.factory import shared_object_store
+
+    return ModelStore(
+        Path(models_dir), remote=ObjectStorageModels(shared_object_store(storage_url, breaker))
+    )
 
 
 def needed_models(processor: str, model: str) -> list[str]:

@@ -52,6 +52,7 @@ def inference_pool_settings(settings: Settings) -> PoolSettings:
         max_bytes=settings.inference_max_bytes,
         intra_op_threads=settings.inference_intra_op_threads,
         inter_op_threads=settings.inference_inter_op_threads,
+        spin_wait=settings.inference_spin_wait,
         device=settings.inference_device,
         gpu_mem_limit=settings.inference_gpu_mem_limit,
         arena_extend_strategy=settings.inference_arena_extend_strategy,

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from facegate.engine.errors import MediaTooLarge
 from facegate.engine.image import load_image
-from facegate.engine.video.probe import looks_like_video, probe_video
+from facegate.engine.video.probe import probe_video
+from facegate.engine.video_sniff import looks_like_video
 from facegate.observability.audit import record_audit
 from facegate.principal import Principal
 from facegate.provenance.keys import InstallationKeys

@@ -168,7 +168,8 @@ class LockingClaimer(ClaimOne):
                 lease_owner=worker_id,
                 lease_expires_at=expires,
                 heartbeat_at=now,
-                started_at=now,
+                # when a worker first started it (a retry, a segmented job's assembly keep it)
+                started_at=func.coalesce(Job.started_at, now),
                 progress=0.0,
                 stage="claimed",
                 holds_device=uses_device,

@@ -116,7 +116,8 @@ class MemoryQueue(ClaimOne):
                 job.status, job.attempts = "running", job.attempts + 1
                 job.lease_owner, job.lease_expires_at = worker_id, expires
                 job.progress, job.stage, job.holds_device = 0.0, "claimed", uses_device
-                job.values["started_at"] = now
+                if job.values.get("started_at") is None:  # the first start is kept
+                    job.values["started_at"] = now
                 claims.append(
                     Claim(
                         job.id,

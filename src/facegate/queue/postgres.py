@@ -194,7 +194,8 @@ BEGIN
         -- By primary key (= ANY of an array): a join here would scan the whole table.
         UPDATE jobs AS u SET status = 'running', attempts = u.attempts + 1,
             lease_owner = p_owner, lease_expires_at = p_expires, heartbeat_at = p_now,
-            started_at = p_now, progress = 0, stage = 'claimed', holds_device = p_uses_device
+            started_at = COALESCE(u.started_at, p_now), progress = 0, stage = 'claimed',
+            holds_device = p_uses_device
         WHERE u.id = ANY (ARRAY(
             SELECT j.id FROM jobs j
             WHERE j.id = ANY (ARRAY(SELECT chosen.id FROM chosen)) AND j.status = 'queued'

@@ -16,11 +16,13 @@ from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.principal import Principal
 from facegate.state import AppState
+from facegate.streams.ice import IceServers, client_ice_servers
 from facegate.streams.live import StreamDeps
 from facegate.streams.schemas import StreamAnswer, StreamList, StreamOut, StreamStart
-from facegate.streams.service import stream_row
+from facegate.streams.service import check_live_enabled, stream_row
 from facegate.streams.start import start_stream as start
 from facegate.streams.tables import LiveStreamRow
+from facegate.tenancy.repository import TenancyRepository
 
 router = APIRouter(prefix="/v1", tags=["streams"], responses=PROBLEM_RESPONSES)
 
@@ -51,6 +53,28 @@ async def start_stream(
     record, sdp = await start(_deps(state), tenant_store_for(state.settings), principal, body)
     response.headers["Location"] = f"/v1/streams/{record.id}"
     return StreamAnswer(**StreamOut.of(record).model_dump(), sdp=sdp)
+
+
+@router.get("/streams/ice", responses={403: problem_openapi("Live is off for the tenant")})
+async def ice_servers(
+    request: Request, response: Response, principal: WritePrincipal
+) -> IceServers:
+    """The ICE servers to make the offer with (``RTCPeerConnection({iceServers})``): STUN,
+    and TURN with a credential of this tenant that expires (``expires_at``); the TURN
+    server's secret never leaves the service. Fetch them before each offer."""
+    state = get_state(request)
+    servers = await asyncio.to_thread(_ice_servers, state, principal.tenant_id)
+    response.headers["Cache-Control"] = "no-store"
+    return servers
+
+
+def _ice_servers(state: AppState, tenant_id: str) -> IceServers:
+    with session_scope(state.session_factory, read_only=True) as session:
+        policy = TenancyRepository(session).get_policy(tenant_id)
+        if policy is None:
+            raise NotFound("no such tenant")
+        check_live_enabled(policy)  # no relay credentials for a tenant without live
+        return client_ice_servers(state.settings, tenant_id, policy.max_stream_seconds)
 
 
 @router.get("/streams")

@@ -30,9 +30,7 @@ from typing import Any
 import structlog
 from aiortc import (
     MediaStreamTrack,
-    RTCConfiguration,
     RTCDataChannel,
-    RTCIceServer,
     RTCPeerConnection,
     RTCSessionDescription,
 )
@@ -53,6 +51,7 @@ from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRecord, StreamRegistry
 from facegate.streams.frames import LiveFrames
+from facegate.streams.ice import server_configuration
 from facegate.streams.media import Newest, SwappedTrack, release_on_marker
 from facegate.streams.service import (
     DEVICE,
@@ -78,21 +77,6 @@ def check_offer(sdp: str) -> None:
         raise BadRequest("the offer has no video track", code="invalid-sdp")
 
 
-def ice_configuration(settings: Settings) -> RTCConfiguration:
-    """The ICE servers of ``FACEGATE_STREAM_ICE_URLS`` (TURN ones with the TURN
-    credentials); none: the server offers its host candidates only."""
-    secret = settings.stream_turn_credential
-    servers = [
-        RTCIceServer(
-            urls=url,
-            username=settings.stream_turn_username if url.startswith("turn") else None,
-            credential=secret.get_secret_value() if secret and url.startswith("turn") else None,
-        )
-        for url in settings.stream_ice_urls
-    ]
-    return RTCConfiguration(iceServers=servers)
-
-
 @dataclass(frozen=True)
 class StreamDeps:
     """What a stream uses of its process (passed in: the app's state, a benchmark's)."""
@@ -111,7 +95,9 @@ class LiveStream:
         self.principal = principal
         self.plan = plan
         self.record = record
-        self.pc = RTCPeerConnection(ice_configuration(deps.settings))
+        self.pc = RTCPeerConnection(
+            server_configuration(deps.settings, record.id, record.max_seconds)
+        )
         self.inputs: Newest[tuple[VideoFrame, float]] = Newest()
         self.outputs: Newest[tuple[VideoFrame, float]] = Newest()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"stream-{record.id.hex[:8]}")

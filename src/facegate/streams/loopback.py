@@ -18,7 +18,14 @@ from typing import Any
 import cv2
 import httpx
 import numpy as np
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc import (
+    MediaStreamTrack,
+    RTCConfiguration,
+    RTCIceServer,
+    RTCIceTransportPolicy,
+    RTCPeerConnection,
+    RTCSessionDescription,
+)
 from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
@@ -97,6 +104,27 @@ class PhotoCamera(MediaStreamTrack):
         return frame
 
 
+def client_configuration(ice: dict[str, Any], relay: bool = False) -> RTCConfiguration:
+    """A client's peer configuration from ``GET /v1/streams/ice``'s answer; ``relay``: relay
+    candidates only (every packet through the TURN server, as a client behind a firewall
+    that lets no UDP through to the server would)."""
+    servers = [
+        RTCIceServer(urls=s["urls"], username=s.get("username"), credential=s.get("credential"))
+        for s in ice["ice_servers"]
+    ]
+    if relay:
+        return RTCConfiguration(iceServers=servers, iceTransportPolicy=RTCIceTransportPolicy.RELAY)
+    return RTCConfiguration(iceServers=servers)
+
+
+async def fetch_ice(client: httpx.AsyncClient, headers: dict[str, str]) -> dict[str, Any]:
+    """``GET /v1/streams/ice`` (raises for an error status)."""
+    response = await client.get("/v1/streams/ice", headers=headers)
+    response.raise_for_status()
+    ice: dict[str, Any] = response.json()
+    return ice
+
+
 @dataclass
 class ClientRun:
     """What a client saw: per received frame (seconds since the answer, latency seconds);
@@ -146,14 +174,16 @@ async def run_client(
     keep: int = 20,
     keep_every: int = 30,
     marker: bool = True,
+    relay: bool = False,
 ) -> ClientRun:
     """Stream ``picture`` as a camera for ``seconds`` to ``POST /v1/streams`` (``body``:
     the source and options), then end it (DELETE). ``marker``: a swapped frame is decoded
     as soon as its last packet is in, as a browser does (False: aiortc's own receiver,
-    which waits for the next frame's first packet)."""
+    which waits for the next frame's first packet). The client uses the ICE servers of
+    ``GET /v1/streams/ice``; ``relay``: relay candidates only (through the TURN server)."""
     run = ClientRun()
     camera = PhotoCamera(picture, fps=fps)
-    pc = RTCPeerConnection()
+    pc = RTCPeerConnection(client_configuration(await fetch_ice(client, headers), relay))
     pc.addTrack(camera)
     if marker:
         release_on_marker(pc)

@@ -124,10 +124,13 @@ def check_decoded_memory(
     check_memory_budget(cost.memory_bytes, budget, what="this worker's memory budget")
 
 
-def finish_frames(policy: Policy, mark: JobMark) -> Callable[[Frame, int], Frame]:
+def finish_frames(
+    policy: Policy, mark: JobMark, *, in_place: bool = False
+) -> Callable[[Frame, int], Frame]:
     """Last on every output frame, in order: the disclosure label (when the tenant's policy
-    has one), then the watermark (always)."""
-    watermark = VideoWatermark(mark.bits)
+    has one), then the watermark (always); ``in_place``: into the frame it is given (a
+    video job's frames, handed over by ``process_video``), not into a new one."""
+    watermark = VideoWatermark(mark.bits, in_place=in_place)
 
     def finish(frame: Frame, index: int) -> Frame:
         return watermark(disclose(frame, policy), index)
@@ -189,7 +192,7 @@ def run_video_job(
             cancel=cancel,
             on_progress=progress_reporter(on_progress),
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
-            finish_frame=finish_frames(policy, mark),
+            finish_frame=finish_frames(policy, mark, in_place=True),
             # each output frame as encoded; refused before the result is complete
             inspect_frames=moderation.output_inspector(),
             # each input frame as decoded (no decode of its own)

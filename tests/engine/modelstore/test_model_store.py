@@ -8,6 +8,7 @@ import pytest
 from facegate.engine.errors import ModelUnavailable
 from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.modelstore.inference import InferencePool, PoolSettings
+from facegate.engine.modelstore.manifest import read_manifest
 from facegate.engine.modelstore.store import ModelStore
 from facegate.engine.modelstore.tags import ModelRequest, TagPolicy, choose_variant
 from onnx_graphs import identity_graph
@@ -161,3 +162,19 @@ def test_installation_model_tag_applies_where_the_tenant_names_none(tmp_path: Pa
     assert hub.resolve("m", ModelRequest(policy=TagPolicy(default_tag="v2"))).tag == "v2"
     assert hub.resolve("m", ModelRequest(policy=TagPolicy(pins={"m": "v2"}))).tag == "v2"
     assert ModelHub(store).resolve("m").tag == "v2"  # no MODEL_TAG: the newest
+
+
+def test_a_yaml_manifest_is_read_and_a_broken_one_is_named(tmp_path: Path) -> None:
+    """Manifests may be YAML (the parser is imported only for them)."""
+    store = create_store(tmp_path)
+    files = {"model": create_graph(tmp_path)}
+    store.add("gfpgan_1.4", "v1", files, kind="face_enhancer", licence="Apache-2.0")
+    version_dir = tmp_path / "models" / "gfpgan_1.4" / "v1"
+    (manifest,) = [p for p in version_dir.iterdir() if p.name.startswith("manifest.")]
+    as_yaml = version_dir / "manifest.yaml"
+    as_yaml.write_text(manifest.read_text())  # JSON is YAML
+    manifest.unlink()
+    assert read_manifest(version_dir).kind == "face_enhancer"
+    as_yaml.write_text("kind: [unclosed\n")
+    with pytest.raises(ModelUnavailable, match="unreadable manifest"):
+        read_manifest(version_dir)

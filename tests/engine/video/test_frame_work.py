@@ -49,25 +49,45 @@ class _Screen:
         self.screen.close()
 
 
-def _frame_work(face_engine: EngineRuntime, tmp_path: Path) -> tuple[Counter[str], int, int]:
+def _frame_work(
+    face_engine: EngineRuntime, tmp_path: Path, owns_frames: bool = True
+) -> tuple[Counter[str], int, int]:
     """Run the clip through the service's chain: (what was counted, frames, checked frames).
-    Call with ``cv2``, ``CropMesh``, ``watermark`` and ``screening`` patched by the caller."""
+    Call with ``cv2``, ``CropMesh``, ``watermark`` and ``screening`` patched by the caller.
+    ``owns_frames``: the frames are handed over to the render and the watermark, as a video
+    job runs them (``Pipeline.run_video``, ``finish_frames(in_place=True)``)."""
     src = create_clip(tmp_path / "in.mp4", seconds=SECONDS, width=WIDTH, height=HEIGHT, fps=FPS)
     spec = PipelineSpec.model_validate(
         {"processors": ["face_swapper"], "selector": {"mode": "one"}}
     )
     pipeline = face_engine.pipeline(spec)
     ctx = pipeline.prepare([cv2.imread(str(SOURCE), cv2.IMREAD_COLOR)])
-    work = VideoSwap(pipeline, ctx, TrackerOptions(fps=FPS))
+    work = VideoSwap(pipeline, ctx, TrackerOptions(fps=FPS), owns_frames=owns_frames)
     counts: Counter[str] = Counter()
+
+    def render(frame: Frame, found: Any) -> Frame:
+        result = work.render(frame, found)
+        if result is not frame:  # the swap pasted into a copy of the whole frame
+            counts["whole-frame copy"] += 1
+        return result
+
+    mark = VideoWatermark(
+        np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8), owns_frames
+    )
+
+    def finish(frame: Frame, index: int) -> Frame:
+        result = mark(frame, index)
+        if result is not frame:  # the mark added into a new whole frame
+            counts["whole-frame copy"] += 1
+        return result
+
     detect = _counted(counts, "detection", pipeline.analyser.analyse)
     work.tracker.analyser = type("Counted", (), {"analyse": staticmethod(detect)})()  # type: ignore[assignment]
     screen = VideoScreen(Moderator(face_engine.hub), "output", ModerationPolicy())
-    bits = np.random.default_rng(28).integers(0, 2, 64).astype(np.uint8)
     stages = FrameStages(
-        render=work.render,
+        render=render,
         analyse=work.analyse,
-        finish=VideoWatermark(bits),
+        finish=finish,
         inspect=_Screen(screen),
     )
     try:
@@ -114,11 +134,14 @@ def _over_budget(counts: Counter[str], frames: int, checked: int) -> list[str]:
         # whole-frame colour conversions: the decoded picture to BGR and back for the
         # encoder, plus one for each keyframe's detection and each frame moderation checks
         "conversion": 2 * frames + keyframes + checked,
+        # the swap pastes into the decoded frame it was handed, and the watermark is added
+        # into the swapped one: no copy of a whole frame on the way to the encoder
+        "whole-frame copy": 0,
     }
     return [name for name, most in budget.items() if counts[name] > most]
 
 
-def test_a_frame_costs_one_tracked_mesh_and_two_whole_frame_conversions(
+def test_a_frame_costs_one_tracked_mesh_and_two_whole_frame_conversions_and_no_copy(
     face_engine: EngineRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counts: Counter[str] = Counter()
@@ -136,13 +159,18 @@ def test_a_frame_costs_one_tracked_mesh_and_two_whole_frame_conversions(
 def test_the_count_catches_per_frame_work(
     face_engine: EngineRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Planted: the watermark's pattern made afresh for every frame, and the classifier
-    called once per checked frame: the budget names both."""
+    """Planted: the watermark's pattern made afresh for every frame, the classifier
+    called once per checked frame, and the frames not handed over to the swap (each one
+    copied): the budget names all three."""
     counts: Counter[str] = Counter()
     _count_work(monkeypatch, counts)
     monkeypatch.setattr(VideoWatermark, "REFRESH_FRAMES", 1)
     monkeypatch.setattr(screening, "BATCH", 1)
-    found, frames, checked = _frame_work(face_engine, tmp_path)
+    found, frames, checked = _frame_work(face_engine, tmp_path, owns_frames=False)
     counts.update(found)
     monkeypatch.undo()  # the budget as the code sets it
-    assert _over_budget(counts, frames, checked) == ["watermark embed", "classifier batch"]
+    assert _over_budget(counts, frames, checked) == [
+        "watermark embed",
+        "classifier batch",
+        "whole-frame copy",
+    ]

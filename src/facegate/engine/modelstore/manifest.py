@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from facegate.engine.errors import ModelUnavailable
 
 MANIFEST_NAMES = ("manifest.json", "manifest.yaml", "manifest.yml")
@@ -98,12 +96,22 @@ def read_manifest(version_dir: Path, *, tenant: str | None = None) -> ModelVersi
         raise ModelUnavailable(f"{version_dir}: no manifest ({' or '.join(MANIFEST_NAMES)})")
     try:
         text = path.read_text(encoding="utf-8")
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raw = json.loads(text) if path.suffix == ".json" else _yaml(text)
+    except (OSError, ValueError) as exc:
         raise ModelUnavailable(f"{path}: unreadable manifest: {exc}") from None
     if not isinstance(raw, dict):
         raise ModelUnavailable(f"{path}: the manifest must be a mapping")
     return parse_manifest(raw, version_dir, tenant=tenant, where=str(path))
+
+
+def _yaml(text: str) -> Any:
+    """A YAML manifest's content; its syntax errors as ValueError."""
+    import yaml  # optional: only YAML manifests need the parser (`facegate swap` reads none)
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def parse_manifest(

@@ -10,8 +10,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-import onnx
-from onnx import numpy_helper
 
 from facegate.engine.networks.recognizer import Embedding, l2_normalise
 
@@ -88,6 +86,9 @@ def normalize_crop_frame(
 def read_emap(model_path: str) -> npt.NDArray[np.float32]:
     """inswapper's EMAP: the last initializer of the ONNX graph (FaceFusion's
     ``get_static_model_initializer``)."""
+    import onnx  # optional: only inswapper's load reads its graph (the registry is data)
+    from onnx import numpy_helper  # optional: as above
+
     graph = onnx.load(model_path).graph
     return np.asarray(numpy_helper.to_array(graph.initializer[-1]), dtype=np.float32)
 

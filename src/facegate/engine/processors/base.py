@@ -53,7 +53,10 @@ class JobContext:
     - ``state``: per-processor scratch space for this job (``state[processor.name]``);
     - ``cancel``: set to stop; processors call ``check_cancelled()`` between stages;
     - ``model_request``: tenant, tag pins / A/B split and job id for model resolution
-      (engine.modelstore); ``models_used``: model name -> tag actually used (the job records it).
+      (engine.modelstore); ``models_used``: model name -> tag actually used (the job records it);
+    - ``frame_owned``: the current frame was handed over (its caller never reads it again, and
+      no processor reads the original: ``Processor.reads_original``), so a processor may paste
+      into it instead of into a copy (a video's decoded frames: one whole-frame copy fewer).
     """
 
     options: dict[str, ProcessorOptions] = field(default_factory=dict)
@@ -66,6 +69,7 @@ class JobContext:
     on_stage: Callable[[str, float], None] | None = None
     model_request: ModelRequest = field(default_factory=ModelRequest)
     models_used: dict[str, str] = field(default_factory=dict)
+    frame_owned: bool = False
 
     def check_cancelled(self) -> None:
         if self.cancel.is_set():
@@ -85,6 +89,9 @@ class Processor(ABC, Generic[OptionsT]):
     options_type: ClassVar[type[ProcessorOptions]]
     #: Whether the service should treat use of this processor as sensitive (audited).
     sensitive: ClassVar[bool] = False
+    #: Whether it reads the frame as it came (``ctx.state["pipeline"]["original_frame"]``):
+    #: then no processor may paste into the frame it was given (``JobContext.frame_owned``).
+    reads_original: ClassVar[bool] = False
 
     def __init__(self, hub: ModelHub) -> None:
         #: Where the processor's models come from (the engine runtime's hub); the tenant and

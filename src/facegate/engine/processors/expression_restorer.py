@@ -56,6 +56,7 @@ class ExpressionRestorer(Processor[ExpressionRestorerOptions]):
     name: ClassVar[str] = "expression_restorer"
     options_type: ClassVar[type[ProcessorOptions]] = ExpressionRestorerOptions
     sensitive: ClassVar[bool] = True
+    reads_original: ClassVar[bool] = True
 
     def check_models(self) -> None:
         require_models(self.name, self.hub, [list(PARTS)])

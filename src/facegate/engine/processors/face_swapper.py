@@ -95,9 +95,11 @@ class FaceSwapper(Processor[FaceSwapperOptions]):
         original = frame
         # The backend's stages, reported as "face_swapper.<stage>" (benchmarks' breakdown).
         timings: dict[str, float] | None = {} if ctx.on_stage is not None else None
-        if ctx.selected:
+        if ctx.selected and not (ctx.frame_owned and not options.occlusion):
             # One copy per frame: the backends paste into it (the caller's frame, e.g. the
-            # pipeline's original kept for the expression restorer, stays untouched).
+            # pipeline's original kept for the expression restorer, stays untouched). A
+            # frame handed over is pasted into in place, unless occluders are put back
+            # from the frame as it came.
             frame = frame.copy()
         for source_index, target_face in ctx.selected:
             ctx.check_cancelled()

@@ -285,14 +285,16 @@ def remove_glasses(image: Frame, points: FloatArray) -> tuple[Frame, FloatArray 
     return np.asarray(painted, np.uint8), np.asarray(hole, np.float32)
 
 
-def remove_glasses_in_place(image: Frame, points: FloatArray) -> bool:
+def remove_glasses_in_place(image: Frame, points: FloatArray) -> FloatArray | None:
     """Paint a face's glasses out of ``image`` in place (``remove_glasses`` on the box around
-    the glasses band only); False when there are none. A target's, for the option
-    ``glasses`` ``remove``: the swap then covers the painted face (its broad shading is all
-    the target side takes), and the frames' parts off the face are painted over."""
+    the glasses band only) and return where the paint is (a soft mask over ``image``, 1 =
+    painted); None when there are none. A target's, for the option ``glasses`` ``remove``:
+    the swap then covers the painted face and takes its broad shading from the skin around
+    the paint, not from the paint (a dark frame smeared by the inpainting left a grey haze
+    over the eyes), and the frames' parts off the face are painted over."""
     found = frames_box(image, points)
     if found is None:
-        return False
+        return None
     x0, y0, x1, y1 = found[0]
     eyes = float(np.linalg.norm(_centre(points, mesh.LEFT_EYE) - _centre(points, mesh.RIGHT_EYE)))
     margin = round(eyes * (PAINT_GROW + 1 / 15)) + 2  # the paint's reach and its radius
@@ -301,6 +303,9 @@ def remove_glasses_in_place(image: Frame, points: FloatArray) -> bool:
     moved = np.asarray(points, np.float32).copy()
     moved[:, 0] -= x0
     moved[:, 1] -= y0
-    painted, _ = remove_glasses(np.ascontiguousarray(image[y0:y1, x0:x1]), moved)
+    painted, hole = remove_glasses(np.ascontiguousarray(image[y0:y1, x0:x1]), moved)
     image[y0:y1, x0:x1] = painted
-    return True
+    where = np.zeros((image.shape[0], image.shape[1]), np.float32)
+    if hole is not None:
+        where[y0:y1, x0:x1] = hole
+    return where

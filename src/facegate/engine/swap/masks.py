@@ -72,9 +72,12 @@ def face_mask(
     shape: tuple[int, int],
     padding: tuple[float, float, float, float],
     blur: float,
+    inset: float = 1.5,
 ) -> FloatArray:
-    """Soft face mask: trimmed oval × padding box, eroded then blurred so the soft edge
-    falls inside the face (a feather centred on the jaw line shows the background)."""
+    """Soft face mask: trimmed oval × padding box, eroded by ``inset`` feather sigmas then
+    blurred, so the soft edge falls inside the face (a feather centred on the jaw line shows
+    what lies past it, where nothing else keeps it off: ``mesh_warp`` keeps it off with the
+    warp's coverage, and takes a smaller inset)."""
     oval = trimmed_oval(points)
     hard = np.zeros(shape, np.uint8)
     cv2.fillPoly(hard, [np.round(oval * 16).astype(np.int32)], (1,), cv2.LINE_8, 4)
@@ -84,7 +87,7 @@ def face_mask(
     width = float(np.ptp(points[mesh.FACE_OVAL, 0]))
     sigma = blur * 0.08 * width
     if sigma >= 0.5:
-        mask = erode_blur(mask, max(1, round(1.5 * sigma)), sigma)
+        mask = erode_blur(mask, max(1, round(inset * sigma)), sigma)
     return np.clip(mask, 0.0, 1.0, out=mask)
 
 

@@ -24,6 +24,7 @@ around it follows too (``swap.outline``), else nothing outside the mesh moves.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import cv2
 import numpy as np
@@ -37,6 +38,8 @@ from facegate.engine.swap.warp import MeshRaster, mesh_maps
 from facegate.engine.types import Frame, frozen
 
 IndexArray = npt.NDArray[np.int32]
+#: A target region or a mask over it (``reshaped_target`` warps either).
+ImageT = TypeVar("ImageT", Frame, FloatArray)
 
 # Rigid points (subject's right side; their mirrors are added): eye corners, nose, cheekbones,
 # forehead and the upper outline. The scale and centre of the fit come from these.
@@ -199,12 +202,12 @@ def _fade(local: npt.NDArray[np.float64], outline: float = 0.0) -> npt.NDArray[n
 
 
 def reshaped_target(
-    image: Frame,
+    image: ImageT,
     points: FloatArray,
     moved: FloatArray,
     raster: MeshRaster | None = None,
-    background: Frame | None = None,
-) -> Frame:
+    background: ImageT | None = None,
+) -> ImageT:
     """``image`` (a target region, ``points`` its landmarks there) with its face warped onto
     the ``moved`` landmarks (``raster``: theirs, when already made); pixels the mesh does not
     cover are ``background``'s (the region around a moved outline, ``swap.outline``) or left

@@ -13,10 +13,8 @@ import av
 import av.error
 
 from facegate.engine.errors import CorruptMedia, MediaTooLarge, UnsupportedMedia
+from facegate.engine.video_sniff import is_video_file
 
-# Container signatures we accept as video, decided by content, never by the file name.
-_MAGIC_AT_4 = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
-_MAGIC_AT_0 = (b"\x1a\x45\xdf\xa3", b"FLV\x01", b"\x00\x00\x01\xba")
 # Demuxers that read still images: FFmpeg opens a JPEG as a one-frame "video".
 _IMAGE_DEMUXERS = ("image2", "_pipe", "gif", "webp")
 #: Beyond this a dimension is not a real video (and would make a decompression bomb).
@@ -54,23 +52,6 @@ class VideoInfo:
     def display_size(self) -> tuple[int, int]:
         """(width, height) as shown, after the display-matrix rotation."""
         return (self.height, self.width) if self.rotation % 180 else (self.width, self.height)
-
-
-def looks_like_video(head: bytes) -> bool:
-    """True when the first bytes of a file are those of a video container we accept."""
-    if len(head) >= 8 and head[4:8] in _MAGIC_AT_4:
-        return True
-    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
-        return True
-    if len(head) >= 377 and head[0] == 0x47 and head[188] == 0x47 and head[376] == 0x47:
-        return True  # MPEG transport stream: sync byte every 188 bytes
-    return head.startswith(_MAGIC_AT_0)
-
-
-def is_video_file(path: Path) -> bool:
-    """Content sniffing for callers that must choose between the image and video paths."""
-    with open(path, "rb") as handle:
-        return looks_like_video(handle.read(512))
 
 
 def ffmpeg_reason(exc: av.error.FFmpegError) -> str:

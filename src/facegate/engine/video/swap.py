@@ -46,6 +46,8 @@ class FramePipeline(Protocol):
         ctx: JobContext,
         faces: Sequence[Face] | None = None,
         selected: Sequence[tuple[int, Face]] | None = None,
+        *,
+        owned: bool = False,
     ) -> Frame: ...
 
     def face_reports(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]: ...
@@ -113,8 +115,12 @@ class VideoSwap:
         *,
         handover: Sequence[Handover] = (),
         quality: QualitySampler | None = None,
+        owns_frames: bool = False,
     ) -> None:
         self.pipeline = pipeline
+        # render's frames are handed over (process_video's decoded frames: nothing reads
+        # them after render), so the swap pastes into them: no whole-frame copy a frame.
+        self.owns_frames = owns_frames
         self.quality = quality  # reports the swapped faces of a few frames
         self.ctx = ctx
         self.options = tracker_options or TrackerOptions()
@@ -168,9 +174,11 @@ class VideoSwap:
         ctx = copy.copy(self.ctx)  # per-frame faces, shared read-only job state
         if found.report is None or self.quality is None:
             return self.pipeline.process_frame(
-                frame, ctx, faces=found.faces, selected=found.selected
+                frame, ctx, faces=found.faces, selected=found.selected, owned=self.owns_frames
             )
         original = frame.copy()  # processors may paste in place
-        result = self.pipeline.process_frame(frame, ctx, faces=found.faces, selected=found.selected)
+        result = self.pipeline.process_frame(
+            frame, ctx, faces=found.faces, selected=found.selected, owned=self.owns_frames
+        )
         self.quality.add(found.report, self.pipeline.face_reports(ctx, original, result))
         return result

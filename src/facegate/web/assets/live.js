@@ -4,7 +4,10 @@
 // all its ICE candidates in the SDP and takes none trickled, so the offer is sent once
 // the browser has gathered its own. A stream whose server stops answering (its process
 // died: no stats on the data channel for SILENT_MS, or the connection failed) is shown
-// ended; the server side ends it as of its last heartbeat (docs/live.md).
+// ended; the server side ends it as of its last heartbeat (docs/live.md). The ICE servers
+// (STUN, and TURN with a credential of this tenant that expires) come from
+// GET /v1/streams/ice before each offer; with TURN the browser gathers a relay candidate,
+// which is what reaches a server whose own UDP ports are not reachable (a cluster).
 
 import { api } from "./api.js";
 import { $, h, showError } from "./dom.js";
@@ -73,11 +76,15 @@ async function start() {
   setRunning(true);
   $("#live-stats").textContent = "Starting…";
   try {
+    const ice = await api("/v1/streams/ice");
     const camera = await navigator.mediaDevices.getUserMedia({
       video: { width: 640, height: 480 },
       audio: false,
     });
-    const pc = new RTCPeerConnection();
+    const pc = new RTCPeerConnection({
+      iceServers: ice.ice_servers,
+      iceTransportPolicy: ice.relay_only ? "relay" : "all",
+    });
     session = { pc, camera, id: null, heard: null, timer: setInterval(poll, 1000) };
     $("#live-camera").srcObject = camera;
     for (const track of camera.getTracks()) pc.addTrack(track, camera);
