@@ -213,6 +213,13 @@ def test_a_segmented_video_equals_the_whole_run_and_is_billed_once(
     assert joined["times"] == whole["times"]
     assert joined["audio"] == whole["audio"]
     assert joined["shape"] == whole["shape"]
+    # The quality report: the whole run's sampled frames, each reported by the part that
+    # renders it, with the whole video's frame index.
+    reported = [(r["frame"], r["face"], r["verdict"]) for r in done.quality or []]
+    assert reported == [
+        (r["frame"], r["face"], r["verdict"]) for r in setup.job(whole_id).quality or []
+    ]
+    assert [frame for frame, _, _ in reported] == [8, 23, 38, 53]
     assert setup.part_objects(job_id) == []  # the parts' renders are gone
     parts = setup.parts(job_id)
     assert [p.status for p in parts] == ["succeeded"] * 3

@@ -308,6 +308,7 @@ class Pipeline:
         handover: Sequence[Handover] = (),
         inspect_input: InputInspector | None = None,
         reports: list[dict[str, Any]] | None = None,
+        part_of: tuple[int, int] | None = None,
     ) -> VideoResult:
         """Process a video file into ``dst`` (tracked faces, progress, cancel within ~50 ms;
         nothing appears at ``dst`` unless the run completes). See ``engine.video``.
@@ -319,7 +320,9 @@ class Pipeline:
         (the service's moderation of the input video, without a decode of its own).
         ``reports`` receives the quality report of each swapped face of a few sampled frames
         (``engine/video/quality.py``), each with its ``frame``; none where the pipeline swaps
-        nothing or the recogniser is not installed."""
+        nothing or the recogniser is not installed. ``part_of``: (this run's first frame, the
+        whole video's frames) for a part of a segmented run, which samples the whole's spans
+        that are its own and reports the whole's frame indices."""
         # optional: PyAV and the video stack, which an image's run (``facegate swap``) never needs
         from facegate.engine.video.probe import probe_video
         from facegate.engine.video.process import process_video  # optional: as above
@@ -336,7 +339,7 @@ class Pipeline:
         )
         sampler = None
         if reports is not None and "face_swapper" in self.spec.processors and identity_available():
-            sampler = QualitySampler(_frames_run(info, options))
+            sampler = QualitySampler(frames_run(info, options), part_of=part_of)
         work = VideoSwap(
             self,
             ctx,
@@ -389,7 +392,7 @@ class Pipeline:
         return border_handovers(src, self, ctx, borders, TrackerOptions(fps=fps), size)
 
 
-def _frames_run(info: VideoInfo, options: VideoOptions | None) -> int:
+def frames_run(info: VideoInfo, options: VideoOptions | None) -> int:
     """How many frames of a video a run with ``options`` processes (about: from its
     duration when the options cut it)."""
     if options is None or (options.start == 0.0 and options.end is None):

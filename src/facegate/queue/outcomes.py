@@ -91,6 +91,9 @@ class RenderedPart:
     # What its moderation checked and allowed (its own input frames, its output frames):
     # audited under its job when the part is stored.
     moderation: ModerationRecord = field(default_factory=ModerationRecord)
+    # The quality reports of its sampled frames (the whole video's frame indices), kept on
+    # its row until the assembly gathers them into the job's.
+    quality: list[dict[str, Any]] = field(default_factory=list)
 
     def discard(self) -> None:
         """Delete the render's scratch folder (stored or not)."""
@@ -197,6 +200,7 @@ class JobOutcomes:
                     outputs=[name],
                     result_frames=rendered.frames,
                     compute_seconds=rendered.compute_seconds,
+                    quality=rendered.quality or None,
                 )
                 if not done:
                     raise _LeaseLost

@@ -4,11 +4,12 @@
   whole run would check it (policy, source images and the input video moderated), and cut
   into frame ranges; the worker then records the parts (``JobOutcomes.split``).
 - ``run_part``: one range rendered with the frames' global indices (the watermark and the
-  disclosure label as in the whole run), the output moderated, video only (the audio is
-  copied once, at the assembly).
+  disclosure label as in the whole run), the output moderated, the quality report of the
+  whole run's sampled frames that fall in it (``engine/video/quality.py``), video only (the
+  audio is copied once, at the assembly).
 - ``assemble_video_job``: the parts joined without re-encoding, the original's audio copied
-  (``engine/video/concat.py``), handed to the worker as any video result (signed, stored,
-  metered with every part's compute seconds).
+  (``engine/video/concat.py``), the parts' quality reports gathered in order, handed to the
+  worker as any video result (signed, stored, metered with every part's compute seconds).
 
 Ranges are whole multiples of the watermark's refresh period, so every frame carries the
 mark exactly as in a run of the whole video, and at least ``segment_seconds`` long (a short
@@ -36,10 +37,10 @@ import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from facegate.engine.moderation import ModerationPolicy
-from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.pipeline import PipelineSpec, frames_run
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.tracking import TrackerOptions
 from facegate.engine.types import Frame
@@ -54,6 +55,7 @@ from facegate.jobs.tables import Job
 from facegate.jobs.video import output_format, probe_with_policy, video_limits, video_options
 from facegate.mediatypes import MEDIA_TYPES
 from facegate.models.requests import model_request_for
+from facegate.observability.metrics import observe_swap_quality
 from facegate.queue.outcomes import ModerationRecord, RenderedPart
 from facegate.queue.segments import FrameRange, segment_of
 from facegate.storage.tenant import TenantStore
@@ -239,6 +241,7 @@ def run_part(
         )
         finish = finish_frames(policy, mark, in_place=True)
         checks = moderation(part)
+        reports: list[dict[str, Any]] = []
         result = engine.pipeline(spec).run_video(
             [s.frame for s in sources],
             target,
@@ -256,6 +259,9 @@ def run_part(
             if segment.get("check_input")
             else None,
             handover=[Handover.of_json(h) for h in segment.get("handover", [])],
+            # the whole video's sampled frames that are this part's
+            reports=reports,
+            part_of=(first, frames_run(info, video_options(info, policy))),
         )
         target.unlink()
     except BaseException:
@@ -269,6 +275,7 @@ def run_part(
         frames=result.frames,
         compute_seconds=time.perf_counter() - started,
         moderation=checks.record,
+        quality=reports,
     )
 
 
@@ -317,6 +324,9 @@ def assemble_video_job(
         shutil.rmtree(folder, ignore_errors=True)
         raise
     source_pixels = sum(s.width * s.height for s in sources)
+    # The parts' reports in order: the sampled frames of a whole run.
+    reports = [report for part in parts for report in part.quality or []]
+    observe_swap_quality(job.tenant_id, ((r["d_source"], r["verdict"]) for r in reports))
     return JobOutput(
         data=dst,
         scratch=folder,
@@ -327,6 +337,7 @@ def assemble_video_job(
         compute_seconds=(job.compute_seconds or 0.0) + time.perf_counter() - started,
         input_pixels=source_pixels + info.width * info.height * info.frames,
         input_bytes=input_bytes,
+        quality=reports,
     )
 
 

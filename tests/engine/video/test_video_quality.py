@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from facegate.engine.report import FaceReport
 from facegate.engine.video.quality import QualitySampler
 
@@ -36,3 +38,16 @@ def test_reports_come_back_in_frame_order_with_their_frame() -> None:
     assert [(r["frame"], r["face"]) for r in stored] == [(13, 0), (13, 1), (63, 0)]
     assert stored[0]["verdict"] == "transferred"
     assert stored[0]["d_source"] == 0.4
+
+
+def test_the_parts_of_a_segmented_video_sample_the_whole_runs_frames() -> None:
+    whole = sampled(QualitySampler(100, 4), range(100))
+    for cuts in ([0, 30, 70, 100], [0, 13, 14, 100], [0, 38, 39, 63, 64, 100], [0, 50, 100]):
+        frames: list[int] = []
+        for first, end in itertools.pairwise(cuts):
+            sampler = QualitySampler(end - first, 4, part_of=(first, 100))
+            local = sampled(sampler, range(end - first))
+            for index in local:
+                sampler.add(index, [report(0)])
+            frames += [r["frame"] for r in sampler.as_json()]
+        assert frames == whole, cuts
