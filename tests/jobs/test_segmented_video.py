@@ -293,10 +293,12 @@ def test_a_reference_mode_video_maps_each_person_in_its_parts_as_the_whole_run(
             region = np.s_[max(y1, 0) : y2, max(x1, 0) : x2]
             for result, changed in ((whole, changed_whole), (joined, changed_joined)):
                 changed.append(float(np.abs(result[index][region] - frame[region]).mean()))
-    # A swapped face differs from the original by ~14-23 grey levels, one left alone by
-    # codec noise (~4-6): the same faces are swapped on every frame.
-    swapped_whole = [value > 10 for value in changed_whole]
-    assert swapped_whole == [value > 10 for value in changed_joined]
+    # A swapped face differs from the original by ~10-23 grey levels (~10-14 since the
+    # blend mask's edge sits on the face's outline), one left alone by codec noise (~4-6):
+    # the same faces are swapped on every frame. (At 10 the threshold sat in the swapped
+    # faces' spread: a swapped face at 9.9 in one run and 10.9 in the other.)
+    swapped_whole = [value > 8 for value in changed_whole]
+    assert swapped_whole == [value > 8 for value in changed_joined]
     assert 0.3 < sum(swapped_whole) / len(swapped_whole) < 0.7  # one of the two, each frame
 
 
