@@ -197,21 +197,23 @@ def job_clip(folder: Path, seconds: float = 20.0) -> Path:
     return path
 
 
+async def submit_video_job(client: httpx.AsyncClient, headers: dict[str, str], clip: Path) -> str:
+    """A face-swap job of ``clip`` (the source photo onto it); its id."""
+    submitted = await client.post(
+        "/v1/jobs",
+        headers=headers,
+        files={"target": ("t.mp4", clip.read_bytes()), "source": ("s.jpg", SOURCE.read_bytes())},
+    )
+    submitted.raise_for_status()
+    return str(submitted.json()["id"])
+
+
 async def job_beside_two(base: str, key: str, seconds: float, fps: float, clip: Path) -> None:
     """A video job's throughput (its progress a second) while two streams run beside it,
     then alone for as long, the same job in the same sitting."""
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
-        submitted = await client.post(
-            "/v1/jobs",
-            headers=headers,
-            files={
-                "target": ("t.mp4", clip.read_bytes()),
-                "source": ("s.jpg", SOURCE.read_bytes()),
-            },
-        )
-        submitted.raise_for_status()
-        job = submitted.json()["id"]
+        job = await submit_video_job(client, headers, clip)
 
         async def progress() -> tuple[float, str]:
             got = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
@@ -247,16 +249,7 @@ async def with_job(
 ) -> ClientRun:
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
-        submitted = await client.post(
-            "/v1/jobs",
-            headers=headers,
-            files={
-                "target": ("t.mp4", clip.read_bytes()),
-                "source": ("s.jpg", SOURCE.read_bytes()),
-            },
-        )
-        submitted.raise_for_status()
-        job = submitted.json()["id"]
+        job = await submit_video_job(client, headers, clip)
         run = await stream(base, key, seconds, fps, marker)
         status = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
         print(f"\n  the job beside it: {status['status']}, progress {status.get('progress')}")
