@@ -63,10 +63,11 @@ class BeforeIdentitySwapper(FaceSwapper):
 
 #: The swap's stages (``mesh_warp``), in the order they run on the calling thread:
 #: reshape/outline (the reshaped mesh, the outline's spline and the displaced full-size
-#: region), raster (the target mesh's triangle ids), bands (the source's detail bands warped
-#: onto it, eyes filled), mask, side wait (waiting for the helper thread's target side),
-#: colour (lighting match and the skin's tone), glasses (the target's frames looked for,
-#: kept in front), blend (the pasted face at full size).
+#: region, displaced after the masks), raster (the target mesh's triangle ids), bands (the
+#: source's detail bands warped onto it, eyes filled), mask, side wait (waiting for the helper
+#: thread's target side), colour (lighting match and the skin's tone), glasses (waiting for
+#: the helper's check for the target's frames, kept in front; the check itself where the
+#: helper is busy), blend (the pasted face at full size).
 SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "glasses", "blend")
 
 
@@ -132,6 +133,7 @@ def print_stages(stages: dict[str, list[float]], total: float) -> None:
         print("    on the helper thread, beside the stages above:")
         line("face_swapper.side.reshape", "target reshaped", 6)
         line("face_swapper.side.shading", "target shading", 6)
+        line("face_swapper.side.glasses", "glasses check", 6)
 
 
 def main() -> None:

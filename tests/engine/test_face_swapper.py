@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import cv2
@@ -291,6 +292,55 @@ def test_a_busy_helper_leaves_the_target_side_to_the_caller(
     assert blocker.result() is True
     assert np.array_equal(busy, free)
     assert not np.array_equal(free, target)
+
+
+def test_the_callers_stages_leave_the_helper_the_glasses_and_take_the_raster_first(
+    photos: dict[str, tuple[Frame, Face]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 28: the caller's stages (raster, bands, masks) are the longer share of a swap.
+    # The outline's spline and the glasses check (needed at the blend only) run on the
+    # helper, in and after the target side; the caller rasterises the mesh (which the
+    # helper's reshape waits for) first and displaces the full-size region after its masks. Counted by thread and order, not timed; the result is
+    # the one a busy helper gives (the caller doing it all).
+    backend = MeshWarpBackend()
+    options = FaceSwapperOptions()
+    (source, source_face), (photo, face) = photos[SINGLE[0]], photos[SINGLE[4]]
+    # Twice the size: a face larger than the source's, swapped at a working scale (the
+    # full-size region is then displaced by the caller, beside the helper's work).
+    target = np.asarray(cv2.resize(photo, None, fx=2.0, fy=2.0), np.uint8)
+    target_face = replace(face, box=face.box * 2, landmarks=face.landmarks * 2)
+    state = backend.prepare_source([source_face], [source], options)
+    calls: list[tuple[str, str]] = []
+    for name in ("frames_box", "mesh_raster", "displaced", "displacement_field"):
+        work = getattr(mesh_warp, name)
+
+        def counted(*args: Any, _work: Any = work, _name: str = name, **kwargs: Any) -> Any:
+            calls.append((_name, threading.current_thread().name))
+            return _work(*args, **kwargs)
+
+        monkeypatch.setattr(mesh_warp, name, counted)
+    free = backend.swap_face(target.copy(), state, target_face, options)
+    caller = threading.current_thread().name
+    looked = [where for name, where in calls if name == "frames_box"]
+    assert len(looked) == 1, calls
+    assert looked[0].startswith("mesh-warp"), calls
+    on_caller = [name for name, where in calls if where == caller]
+    assert on_caller == ["mesh_raster", "displaced"], calls
+    # the outline's spline too: solved by the target side, before the working-scale region
+    on_helper = [name for name, where in calls if where != caller]
+    assert on_helper == ["displacement_field", "displaced", "frames_box"], calls
+    helper = backend._helper_pool()
+    assert helper is not None
+    release = threading.Event()
+    blocker = helper.submit(release.wait, 30)
+    calls.clear()
+    try:
+        busy = backend.swap_face(target.copy(), state, target_face, options)
+    finally:
+        release.set()
+    assert blocker.result() is True
+    assert [where for name, where in calls if name == "frames_box"] == [caller]
+    assert np.array_equal(busy, free)
 
 
 def test_a_swap_failing_before_its_raster_leaves_the_helper_free(

@@ -41,7 +41,7 @@ from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.glasses import frames_box, remove_glasses, remove_glasses_in_place
 from facegate.engine.swap.masks import face_mask, features_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
-from facegate.engine.swap.outline import displaced, displacement_field
+from facegate.engine.swap.outline import Displacement, displaced, displacement_field
 from facegate.engine.swap.reshape import Shape, face_shape, reshaped_points, reshaped_target
 from facegate.engine.swap.symmetry import UNUSABLE, triangle_quality
 from facegate.engine.swap.warp import MeshRaster, mesh_raster, warp_face
@@ -343,18 +343,28 @@ class MeshWarpBackend:
             moved = reshaped_points(source_state.shape, target_shape, self.tuning.reshape, outline)
             points = (moved * factors).astype(np.float32)
 
-        # A moved outline: the region around the face follows it (swap.outline). The spline is
-        # solved here (a fraction of a millisecond); the full-size region is displaced by the
-        # caller while the target side starts, the working-scale one in the target side.
-        displacement = None
-        if outline > 0.0 and points is not unmoved:
-            lo, hi = full_points[:, :2].min(axis=0), full_points[:, :2].max(axis=0)
-            margin = float(min(lo.min(), full_shape[1] - hi[0], full_shape[0] - hi[1]))
-            displacement = displacement_field(full_points, moved, full_shape, max(margin, 2.0))
+        # A moved outline: the region around the face follows it (swap.outline). The spline
+        # (~1.5 ms of CPU) is solved by the first thread that needs it: at a working scale the
+        # target side (the helper's), before it displaces the working-scale region, so this
+        # thread goes on to the raster at once; it displaces the full-size region later.
+        solved: list[Displacement | None] = []
+        solving = threading.Lock()
+
+        def the_displacement() -> Displacement | None:
+            with solving:  # one solve, whichever thread asks first; the other waits
+                if not solved:
+                    found = None
+                    if outline > 0.0 and points is not unmoved:
+                        lo, hi = full_points[:, :2].min(axis=0), full_points[:, :2].max(axis=0)
+                        room = float(min(lo.min(), full_shape[1] - hi[0], full_shape[0] - hi[1]))
+                        found = displacement_field(full_points, moved, full_shape, max(room, 2.0))
+                    solved.append(found)
+                return solved[0]
+
         scaled = shape != full_shape
         # The region the face is blended into; at full size it is the target side's too.
         base = full_target
-        if displacement is not None and not scaled:
+        if not scaled and (displacement := the_displacement()) is not None:
             base = displaced(full_target, displacement)
         stage("outline")
 
@@ -362,7 +372,8 @@ class MeshWarpBackend:
             started = time.perf_counter()
             if scaled:
                 target = work.shrink(full_target)
-                background = target if displacement is None else displaced(target, displacement)
+                shifts = the_displacement()
+                background = target if shifts is None else displaced(target, shifts)
             else:
                 target, background = full_target, base
             # Reshaped: the target's own eyes, mouth and shading follow the new mesh; outside
@@ -424,16 +435,29 @@ class MeshWarpBackend:
             stamps["side.shading"] = time.perf_counter() - shaded
             return side
 
+        # The target's glasses stay whole in front of the new face, where they were: looked
+        # for on the region as it came (nothing is pasted into it before the blend).
+        region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
+        keep_glasses = self.tuning.keep_glasses and options.glasses == "keep"
+
+        def glasses_check() -> tuple[tuple[int, int, int, int], FloatArray, Frame] | None:
+            started = time.perf_counter()
+            frames = frames_box(region, full_points)
+            kept = None if frames is None else region[_rows_cols(frames[0])].copy()
+            stamps["side.glasses"] = time.perf_counter() - started
+            return None if frames is None or kept is None else (*frames, kept)
+
         helper = self._helper_pool()
         # The mesh's raster, shared by both warps onto it (the target side's reshape waits).
         rastered: Future[MeshRaster] = Future()
         pending = helper.submit(target_side) if helper is not None else None
+        # The glasses check goes to the helper too, after the target side: this thread's
+        # stages before the colour (raster, bands, masks) are the longer share of a swap, and
+        # the check's result is needed only at the blend.
+        looked = helper.submit(glasses_check) if helper is not None and keep_glasses else None
         try:
-            # The full-size region first: one long OpenCV call, during which the helper
-            # thread gets the interpreter to start its own (the raster is a Python loop).
-            if displacement is not None and scaled:
-                base = displaced(full_target, displacement)
-            stage("outline")
+            # The raster first: the helper's reshape waits for it. The full-size region
+            # around the face is displaced later, while the helper finishes the target side.
             rastered.set_result(mesh_raster(points, shape))
         except BaseException as error:  # the helper must not wait for the raster forever
             rastered.set_exception(error)
@@ -489,14 +513,11 @@ class MeshWarpBackend:
             full_mask = np.asarray(enlarged, np.float32)
         stage("mask")
 
-        # The target's glasses stay whole in front of the new face, where they were: looked
-        # for on the region as it came (nothing is pasted before the blend), here, where
-        # this thread would otherwise wait for the helper's target side.
-        region = frame[y0:y1, x0:x1]  # in place: the caller owns the frame (SwapBackend)
-        keep_glasses = self.tuning.keep_glasses and options.glasses == "keep"
-        frames = frames_box(region, full_points) if keep_glasses else None
-        kept = None if frames is None else region[_rows_cols(frames[0])].copy()
-        stage("glasses")
+        # The full-size region around the face, displaced (needed at the blend only): one
+        # long OpenCV call here, where this thread would otherwise wait for the target side.
+        if scaled and (displacement := the_displacement()) is not None:
+            base = displaced(full_target, displacement)
+        stage("outline")
 
         # The target side (the helper's; not started yet, the helper being busy with other
         # swaps: this thread's): the colour stage includes waiting for it.
@@ -532,6 +553,13 @@ class MeshWarpBackend:
             inside[...] = cv2.cvtColor(cv2.cvtColor(inside, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
         stage("colour")
 
+        # The glasses check (the helper's, or this thread's where the helper had not started
+        # it): the stage is the wait for it, or the check itself.
+        glasses = None
+        if keep_glasses:
+            glasses = glasses_check() if looked is None or looked.cancel() else looked.result()
+        stage("glasses")
+
         if scaled:
             face = np.asarray(cv2.resize(face, full_size, interpolation=cv2.INTER_LINEAR), np.uint8)
         if options.mask == "poisson":
@@ -544,9 +572,10 @@ class MeshWarpBackend:
                 region[rows, cols] = feather_blend(
                     base[rows, cols], face[rows, cols], full_mask[rows, cols], options.blend
                 )
-        if frames is not None and kept is not None:
-            box = _rows_cols(frames[0])
-            region[box] = feather_blend(region[box], kept, frames[1], 1.0)
+        if glasses is not None:
+            frames_at, frames, kept = glasses
+            box = _rows_cols(frames_at)
+            region[box] = feather_blend(region[box], kept, frames, 1.0)
         stage("blend")
         if timings is not None:
             for name, seconds in stamps.items():
