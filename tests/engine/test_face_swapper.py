@@ -298,10 +298,10 @@ def test_the_callers_stages_leave_the_helper_the_glasses_and_take_the_raster_fir
     photos: dict[str, tuple[Frame, Face]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Issue 28: the caller's stages (raster, bands, masks) are the longer share of a swap.
-    # The outline's spline and the glasses check (needed at the blend only) run on the
-    # helper, in and after the target side; the caller rasterises the mesh (which the
-    # helper's reshape waits for) first and displaces the full-size region after its masks. Counted by thread and order, not timed; the result is
-    # the one a busy helper gives (the caller doing it all).
+    # The glasses check (needed at the blend only) runs on the helper while the caller
+    # rasterises the mesh, then the target side with the outline's spline; the caller
+    # displaces the full-size region after its masks. Counted by thread and order, not
+    # timed; the result is the one a busy helper gives (the caller doing it all).
     backend = MeshWarpBackend()
     options = FaceSwapperOptions()
     (source, source_face), (photo, face) = photos[SINGLE[0]], photos[SINGLE[4]]
@@ -328,7 +328,7 @@ def test_the_callers_stages_leave_the_helper_the_glasses_and_take_the_raster_fir
     assert on_caller == ["mesh_raster", "displaced"], calls
     # the outline's spline too: solved by the target side, before the working-scale region
     on_helper = [name for name, where in calls if where != caller]
-    assert on_helper == ["displacement_field", "displaced", "frames_box"], calls
+    assert on_helper == ["frames_box", "displacement_field", "displaced"], calls
     helper = backend._helper_pool()
     assert helper is not None
     release = threading.Event()
