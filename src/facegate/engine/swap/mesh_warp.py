@@ -272,15 +272,15 @@ class MeshWarpBackend:
         if self.tuning.remove_source_glasses and options.glasses != "swap":
             # a source's glasses never travel onto a target
             crop, hole = remove_glasses(crop, points)
-        weight = self._face(points, (crop.shape[0], crop.shape[1]))
         fringe = source_fringe(crop, points) if self.tuning.keep_out_fringe else None
-        if fringe is not None:  # the target's forehead shows there; no weight in the low-pass
+        if fringe is not None:  # hair over the forehead: the target's own forehead shows there
             hole = fringe if hole is None else np.maximum(hole, fringe)
-            if weight is not None:
-                weight = weight * np.clip(1.0 - 2.0 * fringe, 0.0, 1.0)
         size = face_height(points)
         detail = detail_layers(
-            crop, max(1.0, self.tuning.low_pass * size), weight, self.tuning.core_low_pass * size
+            crop,
+            max(1.0, self.tuning.low_pass * size),
+            self._face(points, (crop.shape[0], crop.shape[1])),
+            self.tuning.core_low_pass * size,
         )
         if hole is not None:  # where the paint is, the target's own skin shows instead
             detail = replace(detail, hole=hole)
