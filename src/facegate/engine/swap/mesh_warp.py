@@ -39,6 +39,7 @@ from facegate.engine.swap.eyes import agreeing_eyes, fill_eyes
 from facegate.engine.swap.filters import gaussian_blur
 from facegate.engine.swap.geometry import FloatArray
 from facegate.engine.swap.glasses import frames_box, remove_glasses, remove_glasses_in_place
+from facegate.engine.swap.hair import source_fringe
 from facegate.engine.swap.masks import face_mask, features_mask, keep_mask
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.outline import Displacement, displaced, displacement_field
@@ -134,6 +135,7 @@ class Tuning:
     tone_match: bool = True
     tone_sigma: float = 0.1
     mask_inset: float = 0.0
+    keep_out_fringe: bool = True
 
     def takes_source(self, turned: float) -> bool:
         """Whether a source face turned ``turned`` degrees (``reshape.Shape.turned``) is
@@ -158,6 +160,7 @@ BEFORE_IDENTITY = Tuning(
     keep_glasses=False,
     remove_source_glasses=False,
     mask_inset=1.5,
+    keep_out_fringe=False,
 )
 
 #: A source face more than this many times larger than the target is downscaled first
@@ -269,6 +272,9 @@ class MeshWarpBackend:
         if self.tuning.remove_source_glasses and options.glasses != "swap":
             # a source's glasses never travel onto a target
             crop, hole = remove_glasses(crop, points)
+        fringe = source_fringe(crop, points) if self.tuning.keep_out_fringe else None
+        if fringe is not None:  # hair over the forehead: the target's own forehead shows there
+            hole = fringe if hole is None else np.maximum(hole, fringe)
         size = face_height(points)
         detail = detail_layers(
             crop,
