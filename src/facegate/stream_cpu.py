@@ -79,8 +79,18 @@ class StreamCpu:
         self, cores: float, window: float = WINDOW_SECONDS, cpu: Callable[[], float] | None = None
     ) -> None:
         self.cores = cores
-        self.pacer = CorePacer(cores, window, cpu=cpu or time.process_time)
+        self._own_cpu = cpu or time.process_time
+        #: CPU counted as this process's beside its own (the streams' engine children)
+        self._more_cpu: list[Callable[[], float]] = []
+        self.pacer = CorePacer(cores, window, cpu=self._cpu)
         self._probes: list[JobsProbe] = []
+
+    def _cpu(self) -> float:
+        return self._own_cpu() + sum(more() for more in self._more_cpu)
+
+    def count_cpu(self, seconds: Callable[[], float]) -> None:
+        """Count ``seconds()`` (CPU seconds, never decreasing) in the streams' CPU too."""
+        self._more_cpu.append(seconds)
 
     def watch_jobs(self, probe: JobsProbe) -> Callable[[], None]:
         """Hold the budget while ``probe()`` > 0; the function that stops watching it."""
