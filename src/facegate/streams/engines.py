@@ -305,40 +305,32 @@ class StreamEngines:
     context: Any = field(default_factory=lambda: multiprocessing.get_context("spawn"))
     idle: list[EngineChild] = field(default_factory=list)
     busy: list[EngineChild] = field(default_factory=list)
+    #: children loading the engine (their CPU counts from their start)
+    starting: list[EngineChild] = field(default_factory=list)
     retired_cpu: float = 0.0
     closed: bool = False
-    spawning: int = 0  # children being started for the idle ones
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def cpu_seconds(self) -> float:
         """The CPU seconds of every child this pool ran (those gone: as last read)."""
         with self.lock:
-            children = [*self.idle, *self.busy]
+            children = [*self.idle, *self.busy, *self.starting]
             retired = self.retired_cpu
         return retired + sum(child.cpu_seconds() for child in children)
 
     def acquire(self) -> EngineChild:
-        """An idle child, else a new one (blocks while it loads the engine). Then, while
-        fewer than ``streams_per_process`` children exist and none is idle, one more is
-        started in the background, so that the next stream finds its models loaded."""
+        """An idle child, else a new one (blocks while it loads the engine: the stream is
+        swapped in the API process meanwhile). No spare is started ahead: loading one takes
+        a core for seconds, which a running stream would pay for in its latency."""
         child = self._take_idle()
-        if child is None:
-            child = self._spawn()
-            with self.lock:
-                if self.closed:
-                    child.stop()
-                    raise EngineChildLost("the server is stopping")
-                self.busy.append(child)
+        if child is not None:
+            return child
+        child = self._spawn()
         with self.lock:
-            spare = (
-                not self.idle
-                and not self.spawning
-                and len(self.busy) < self.settings.streams_per_process
-            )
-            if spare:
-                self.spawning += 1
-        if spare:
-            threading.Thread(target=self._spare, name="stream-engine-spare", daemon=True).start()
+            closed = self.closed
+        if closed:
+            self.release(child, healthy=False)
+            raise EngineChildLost("the server is stopping")
         return child
 
     def _take_idle(self) -> EngineChild | None:
@@ -352,21 +344,6 @@ class StreamEngines:
                     return child
                 self._retire(child)
         return None
-
-    def _spare(self) -> None:
-        try:
-            child = self._spawn()
-        except Exception:
-            log.exception("stream.engine_spare_failed")
-            with self.lock:
-                self.spawning -= 1
-            return
-        with self.lock:
-            self.spawning -= 1
-            if not self.closed:
-                self.idle.append(child)
-                return
-        child.stop()
 
     def release(self, child: EngineChild, healthy: bool) -> None:
         """Back to the idle ones (``healthy``), else stopped."""
@@ -396,18 +373,24 @@ class StreamEngines:
         process.start()
         child_end.close()
         child = EngineChild(process, parent_end, process.pid or 0)
+        with self.lock:
+            self.starting.append(child)
         try:
             if not parent_end.poll(START_SECONDS):
                 raise EngineChildLost(f"the engine child did not start in {START_SECONDS:g} s")
             parent_end.recv()
-        except (EOFError, OSError) as exc:
+        except BaseException as exc:
             child.stop()
-            raise EngineChildLost(
-                f"the engine child died starting ({type(exc).__name__})"
-            ) from None
-        except EngineChildLost:
-            child.stop()
+            with self.lock:
+                self.starting.remove(child)
+                self._retire(child)
+            if isinstance(exc, (EOFError, OSError)):
+                lost = f"the engine child died starting ({type(exc).__name__})"
+                raise EngineChildLost(lost) from None
             raise
+        with self.lock:  # busy at once: its CPU is counted throughout
+            self.starting.remove(child)
+            self.busy.append(child)
         log.info(
             "stream.engine_started", pid=child.pid, seconds=round(time.monotonic() - started, 2)
         )
@@ -417,7 +400,7 @@ class StreamEngines:
         """Stop every child (the app's shutdown; streams have ended first)."""
         with self.lock:
             self.closed = True
-            children = [*self.idle, *self.busy]
+            children = [*self.idle, *self.busy, *self.starting]
             self.idle, self.busy = [], []
         for child in children:
             child.stop()

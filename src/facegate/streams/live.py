@@ -79,7 +79,12 @@ from facegate.usage.service import Consumption
 
 log = structlog.get_logger("facegate.streams")
 LIVE_FRAME = "live frame"  # what moderation names in a refusal
-FIRST_FRAME_SECONDS = 15.0  # a client's first frame may take this long (connection set-up)
+FIRST_FRAME_SECONDS = 15.0
+#: with an engine child, a camera frame older than this when the child can take the next is
+#: dropped for the next one to arrive, waited for at most FRESH_WAIT_SECONDS (a 30-fps
+#: camera's interval and a little)
+FRESH_SECONDS = 0.008
+FRESH_WAIT_SECONDS = 0.04  # a client's first frame may take this long (connection set-up)
 
 
 def check_offer(sdp: str) -> None:
@@ -257,7 +262,7 @@ class LiveStream:
         number, cores = 0, machine_cores()
         while not self.ending:
             stats.stage("paced", await budget.pace())
-            item = await self.inputs.take()
+            item = await self._fresh()
             if item is None:
                 return
             frame, arrived = item
@@ -277,6 +282,21 @@ class LiveStream:
             except TimeoutError:
                 await self.end("failed", EngineChildLost.__name__)
                 return
+
+    async def _fresh(self) -> tuple[VideoFrame, float] | None:
+        """The newest camera frame, if it came within ``FRESH_SECONDS``; else the next one
+        to come (the one waiting dropped), up to ``FRESH_WAIT_SECONDS``: a frame taken as it
+        arrives is not a frame interval old before the engine starts on it."""
+        item = await self.inputs.take()
+        if item is None or time.monotonic() - item[1] <= FRESH_SECONDS:
+            return item
+        try:
+            newer = await asyncio.wait_for(self.inputs.take(), FRESH_WAIT_SECONDS)
+        except TimeoutError:
+            return item  # the camera is slower than that: the one there is the newest
+        if newer is not None:
+            self.record.stats.frames_dropped += 1
+        return newer
 
     def _open_child(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Event) -> None:
         """In a thread of its own: an engine child with the stream's source prepared, in
