@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -114,6 +115,17 @@ async def stream(
             marker=marker,
             relay=relay,
         )
+
+
+#: warm-up streams at most, until the stream's engine child has taken over
+WARM_UP_ROUNDS = 6
+
+
+def engine_children(server_env: dict[str, str]) -> bool:
+    """Whether the server runs streams in engine children (this code has them, on)."""
+    if importlib.util.find_spec("facegate.streams.engines") is None:
+        return False
+    return server_env.get("FACEGATE_STREAM_ENGINE_PROCESS", "true").lower() not in ("0", "false")
 
 
 def p95(values: list[float]) -> float:
@@ -475,7 +487,15 @@ async def main_async(args: argparse.Namespace) -> None:
             await asyncio.to_thread(wait_healthy, base)
             mark_key = load_keys(folder / "provenance").mac_key(WATERMARK)
             marker = args.client_receiver == "marker"
-            await stream(base, key, 3, args.fps, marker)  # warm-up: models loaded, graphs built
+            # warm-up: models loaded, graphs built; with engine children (FACEGATE_STREAM_
+            # ENGINE_PROCESS), until the stream ran in one (its stage "handoff"): a new child
+            # loads the engine for seconds, the stream running in the API process meanwhile
+            for _ in range(WARM_UP_ROUNDS):
+                warm = await stream(base, key, 5, args.fps, marker)
+                if "handoff" in (warm.server.get("stages_ms") or {}) or not engine_children(
+                    dict(args.server_env)
+                ):
+                    break
             if args.turn:
                 await relay_hop(relay.port, secret)
             if args.seconds and args.turn:
