@@ -227,6 +227,10 @@ class Settings(BaseSettings):
     # process's cores (its container's CPU limit if lower) less one when job workers run
     # beside it (`serve`: the jobs keep at least a core), all of them otherwise (`api`).
     stream_cores: float | None = Field(default=None, gt=0, le=1024)
+    # Each stream's engine work (tracking, the swap, label and watermark) in a child process
+    # of its own (facegate.streams.engines: reused by the next stream, frames through shared
+    # memory), out of the API process's interpreter lock; off: a thread of the API process.
+    stream_engine_process: bool = True
     stream_min_cores: float = Field(default=0.5, gt=0, le=1024)
     stream_silence_seconds: float = Field(default=5.0, gt=0, le=60)
     stream_check_seconds: float = Field(default=2.0, gt=0, le=60)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import anyio
 from sqlalchemy import Engine
@@ -15,6 +16,9 @@ from facegate.prepared import ReadPath
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
+
+if TYPE_CHECKING:
+    from facegate.streams.engines import StreamEngines
 
 
 @dataclass
@@ -36,6 +40,8 @@ class AppState:
     )
     #: The live streams this process runs (``facegate.streams``).
     streams: StreamRegistry = field(default_factory=StreamRegistry)
+    #: Their engine children (``facegate.streams.engines``), started with the first stream.
+    stream_engines: StreamEngines | None = None
 
     @cached_property
     def reads(self) -> ReadPath:

@@ -1,7 +1,12 @@
 """The CPU of this process's live streams: a core budget that paces them
-(``FACEGATE_STREAM_CORES``).
+(``FACEGATE_STREAM_CORES``) while job work runs on this node.
 
-While streams run, the process's CPU (all its threads: the streams' engine threads, the
+The budget holds only while jobs run in this process's workers or in ``serve``'s worker
+children (each registers a probe with :meth:`StreamCpu.watch_jobs`): a stream with no job
+beside it takes every core it can use. Once a job starts, the next frame is paced again
+(the probes are read before every frame; the children's report each 0.1 s).
+
+While it holds, the process's CPU (all its threads: the streams' engine threads, the
 receivers' decoders and the senders' encoders, the event loop) over the last ``window``
 seconds is kept within the budget: before a stream's engine takes its next frame it waits
 until the process is back within it. Camera frames that
@@ -63,16 +68,51 @@ class CorePacer:
         return wait if wait >= MIN_WAIT_SECONDS else 0.0
 
 
-class StreamCpu:
-    """This process's streams' core budget."""
+#: what says how many jobs run on this node now (a worker pool's, serve's children's)
+JobsProbe = Callable[[], int]
 
-    def __init__(self, cores: float, window: float = WINDOW_SECONDS) -> None:
+
+class StreamCpu:
+    """This process's streams' core budget (held while job work runs on this node)."""
+
+    def __init__(
+        self, cores: float, window: float = WINDOW_SECONDS, cpu: Callable[[], float] | None = None
+    ) -> None:
         self.cores = cores
-        self.pacer = CorePacer(cores, window)
+        self._own_cpu = cpu or time.process_time
+        #: CPU counted as this process's beside its own (the streams' engine children)
+        self._more_cpu: list[Callable[[], float]] = []
+        self.pacer = CorePacer(cores, window, cpu=self._cpu)
+        self._probes: list[JobsProbe] = []
+
+    def _cpu(self) -> float:
+        return self._own_cpu() + sum(more() for more in self._more_cpu)
+
+    def count_cpu(self, seconds: Callable[[], float]) -> None:
+        """Count ``seconds()`` (CPU seconds, never decreasing) in the streams' CPU too."""
+        self._more_cpu.append(seconds)
+
+    def watch_jobs(self, probe: JobsProbe) -> Callable[[], None]:
+        """Hold the budget while ``probe()`` > 0; the function that stops watching it."""
+        self._probes.append(probe)
+        return lambda: self._probes.remove(probe)
+
+    def jobs_running(self) -> bool:
+        """Whether job work runs on this node now (a probe that fails counts as running)."""
+        for probe in list(self._probes):
+            try:
+                if probe() > 0:
+                    return True
+            except Exception:
+                return True
+        return False
 
     async def pace(self) -> float:
         """Wait (on the event loop) until the process is within its streams' budget, at
-        most ``MAX_HOLD_SECONDS``; the seconds waited."""
+        most ``MAX_HOLD_SECONDS``, when job work runs on this node; the seconds waited."""
+        if not self.jobs_running():
+            self.pacer.delay()  # the window stays current for when a job starts
+            return 0.0
         waited = 0.0
         while waited < MAX_HOLD_SECONDS and (wait := self.pacer.delay()) > 0:
             step = min(wait, MAX_WAIT_SECONDS, MAX_HOLD_SECONDS - waited)

@@ -5,6 +5,10 @@ and the engine is paced so the process's CPU stays within the budget."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +19,9 @@ from tests.streams.streamkit import open_stream, wait_for
 
 from facegate.machine import machine_cores
 from facegate.settings import Settings
-from facegate.stream_cpu import CorePacer
+from facegate.stream_cpu import CorePacer, StreamCpu
 from facegate.worker.embedded import workers_service
+from facegate.worker.process import report_busy
 
 TWO_STREAMS = {"max_concurrent_streams": 2, "requests_per_minute": 1_000_000}
 
@@ -67,27 +72,97 @@ async def test_a_budget_of_one_stream_refuses_the_second_and_jobs_still_run(
             await again.close()
 
 
-async def test_the_engine_is_paced_to_the_process_budget(make_client: Any) -> None:
+async def test_the_engine_is_paced_to_the_process_budget_only_while_jobs_run(
+    make_client: Any,
+) -> None:
     """A budget below what the stream takes (this process is the server and its client,
-    whose own VP8 work is not paced): the engine waits before frames, frames still come."""
+    whose own VP8 work is not paced). Alone, the stream is never paced; once job work runs
+    on the node (a probe standing in for the workers' running jobs), the engine waits
+    before frames within a second, and frames still come."""
+    jobs = {"running": 0}
     async with make_client(stream_cores=0.15, stream_min_cores=0.1) as h:
+        h.state.streams.cpu.watch_jobs(lambda: jobs["running"])
         h.create_tenant("live", **TWO_STREAMS)
         headers = h.headers("live", ["director"])
         live, started = await open_stream(h.client, headers)
         assert started.status_code == 201, started.text
         stream_id = started.json()["id"]
+        record = h.state.streams.get("live", uuid.UUID(stream_id))
         try:
             await wait_for(lambda: len(live.received) >= 5, 60)
+            await asyncio.sleep(3)
+            alone = list(record.stats.stages["paced"])
+            jobs["running"] = 1  # a job starts beside the stream
             before = len(live.received)
-            await asyncio.sleep(5)
+            await asyncio.sleep(1.0)
+            first_second = len(record.stats.stages["paced"])
+            await asyncio.sleep(4)
             got = len(live.received) - before
+            paced = list(record.stats.stages["paced"])
             shown = (await h.client.get(f"/v1/streams/{stream_id}", headers=headers)).json()
         finally:
             await h.client.delete(f"/v1/streams/{stream_id}", headers=headers)
             await live.close()
+    assert alone
+    assert max(alone) == 0, alone  # no job: all the cores it can use
+    assert first_second >= 1
     assert shown["stages_ms"]["paced"]["p95"] > 0, shown["stages_ms"]
+    assert sum(1 for seconds in paced if seconds > 0) >= 3, paced
     assert got >= 3  # paced, not stopped: at least 2 frames a second are taken
     assert shown["frames_dropped"] > 0  # the camera's frames that came meanwhile
+
+
+async def test_the_budget_holds_only_while_a_probe_reports_jobs() -> None:
+    now = {"wall": 100.0, "cpu": 0.0}
+    budget = StreamCpu(0.5, window=0.5, cpu=lambda: now["cpu"])
+    budget.pacer.clock = lambda: now["wall"]
+    jobs = {"running": 0}
+    unwatch = budget.watch_jobs(lambda: jobs["running"])
+    for _ in range(10):  # 2 cores' worth of CPU, no job: never held
+        now["wall"] += 0.05
+        now["cpu"] += 0.1
+        assert await budget.pace() == 0.0
+    assert not budget.jobs_running()
+    jobs["running"] = 2
+    assert budget.jobs_running()
+    assert budget.pacer.delay() > 0  # the window was kept current while no job ran
+    unwatch()
+    assert not budget.jobs_running()
+
+    def broken() -> int:
+        raise RuntimeError("gone")
+
+    budget.watch_jobs(broken)
+    assert budget.jobs_running()  # a probe that fails holds the budget
+
+
+def test_a_serve_child_reports_its_running_jobs() -> None:
+    class Pool:
+        jobs = 3
+
+        def running_jobs(self) -> int:
+            return self.jobs
+
+    busy = multiprocessing.get_context("spawn").RawValue("i", 0)
+    stopping = threading.Event()
+    pool = Pool()
+    reporter = threading.Thread(target=report_busy, args=(busy, pool, stopping))
+    reporter.start()
+    try:
+        deadline = time.monotonic() + 2
+        while busy.value != 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert busy.value == 3
+        pool.jobs = 0
+        time.sleep(0.3)
+        assert busy.value == 0
+        pool.jobs = 1
+        time.sleep(0.3)
+        assert busy.value == 1
+    finally:
+        stopping.set()
+        reporter.join()
+    assert busy.value == 0
 
 
 @pytest.mark.parametrize(("cores", "expected"), [(0.75, 0.75), (4.0, 2.0)])

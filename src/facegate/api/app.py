@@ -147,6 +147,8 @@ def create_app(
                     await stack.enter_async_context(factory(state))
                 yield
         finally:
+            if state.stream_engines is not None:
+                await anyio.to_thread.run_sync(state.stream_engines.close)
             state.face_engine.close()
             state.reads.close()
             engine.dispose()

@@ -5,8 +5,10 @@ Tasks, on the event loop:
 
 - *pump* reads the camera track as fast as it arrives and keeps only the newest frame
   (``media.Newest``): aiortc's own queue never grows, whatever the engine's speed;
-- *work* waits while the process is over its streams' core budget (``stream_cpu``), then
-  hands the newest frame to the stream's one engine thread (``frames.LiveFrames``) and the
+- *work* waits while the process is over its streams' core budget (``stream_cpu``, while
+  jobs run on this node), then hands the newest frame to the stream's one engine thread,
+  which has it swapped by the stream's engine child (``engines.ChildFrames``; with
+  ``stream_engine_process`` off, in the thread itself: ``frames.LiveFrames``), and the
   swapped frame to the outgoing track; frames that came meanwhile were dropped;
 - *watch* ends the stream at ``max_stream_seconds``, when the client went silent, or when
   its key was revoked or its tenant suspended (the credentials checked again every
@@ -20,9 +22,11 @@ Audio passes through: the client's audio track is sent back as it came.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -38,19 +42,29 @@ from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
 from facegate.database import SessionFactory, session_scope, utcnow
+from facegate.engine.image import load_image
 from facegate.engine.moderation import Moderator
 from facegate.engine.pipeline import Pipeline
 from facegate.engine.processors.base import JobContext
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import Frame
 from facegate.errors import BadRequest
+from facegate.jobs.service import input_limits
+from facegate.machine import machine_cores
 from facegate.moderation_policy import JOB_MODERATION
 from facegate.observability import metrics
 from facegate.principal import Principal
 from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRecord, StreamRegistry
-from facegate.streams.frames import LiveFrames
+from facegate.streams.engines import (
+    FRAME_SECONDS,
+    ChildStream,
+    EngineChildLost,
+    StreamEngines,
+    Swapped,
+)
+from facegate.streams.frames import LiveFrames, fit_frame
 from facegate.streams.ice import server_configuration
 from facegate.streams.media import Newest, SwappedTrack, release_on_marker
 from facegate.streams.service import (
@@ -65,7 +79,12 @@ from facegate.usage.service import Consumption
 
 log = structlog.get_logger("facegate.streams")
 LIVE_FRAME = "live frame"  # what moderation names in a refusal
-FIRST_FRAME_SECONDS = 15.0  # a client's first frame may take this long (connection set-up)
+FIRST_FRAME_SECONDS = 15.0
+#: with an engine child, a camera frame older than this when the child can take the next is
+#: dropped for the next one to arrive, waited for at most FRESH_WAIT_SECONDS (a 30-fps
+#: camera's interval and a little)
+FRESH_SECONDS = 0.008
+FRESH_WAIT_SECONDS = 0.04  # a client's first frame may take this long (connection set-up)
 
 
 def check_offer(sdp: str) -> None:
@@ -85,6 +104,8 @@ class StreamDeps:
     session_factory: SessionFactory
     engine: EngineRuntime
     registry: StreamRegistry
+    #: the engine children (None: each stream's engine runs in a thread of this process)
+    engines: StreamEngines | None = None
 
 
 class LiveStream:
@@ -104,6 +125,15 @@ class LiveStream:
         self.camera: MediaStreamTrack | None = None
         self.channel: RTCDataChannel | None = None
         self.frames: LiveFrames | None = None
+        self.child: ChildStream | None = None  # the stream's engine child, once ready
+        self._child_lock = threading.Lock()
+        self.mark: JobMark | None = None
+        #: frames handed to the engine child: number -> pts, time base, arrival, convert s
+        self._pending: dict[int, tuple[int | None, Any, float, float]] = {}
+        #: the frame handed to the child last, and whether the next may go in as soon as
+        #: the child renders it (True) or only once it is out (False)
+        self._awaiting: tuple[int, bool] = (-1, False)
+        self._taken: Callable[[int], None] = lambda number: None
         self.last_output: Frame | None = None
         self.tasks: list[asyncio.Task[None]] = []
         self.ending = False
@@ -145,7 +175,10 @@ class LiveStream:
         return str(pc.localDescription.sdp)
 
     def run(self, pipeline: Pipeline, ctx: JobContext, mark: JobMark) -> None:
-        """Start the tasks (the stream is admitted and opened)."""
+        """Start the tasks (the stream is admitted and opened). With engine children, the
+        frames are swapped in this process's thread until the stream's child is ready (a
+        new child loads the engine for seconds), then by the child."""
+        self.mark = mark
         self.frames = LiveFrames(pipeline, ctx, self.plan.policy, mark)
         metrics.stream_started(self.record.tenant_id)
         self.record.stats.last_input_at = time.monotonic()
@@ -182,7 +215,24 @@ class LiveStream:
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         stats, budget = self.record.stats, self.deps.registry.cpu
+        ready = asyncio.Event()
+        opening = None
+        if self.deps.engines is not None:
+            opening = loop.run_in_executor(None, self._open_child, loop, ready)
+            # read even when the stream ended first (a stopping server refuses the child)
+            opening.add_done_callback(lambda done: done.cancelled() or done.exception())
         while not self.ending:
+            if opening is not None and opening.done():
+                if opening.exception() is None and self.child is not None:
+                    await loop.run_in_executor(self.executor, self._close_frames)
+                    await self._work_child(ready)
+                    return
+                log.error(  # the stream goes on in this process's thread
+                    "stream.engine_unavailable",
+                    stream_id=str(self.record.id),
+                    error=repr(opening.exception()),
+                )
+                opening = None
             # Before the frame is taken: the newest one is taken after the wait.
             stats.stage("paced", await budget.pace())
             item = await self.inputs.take()
@@ -203,13 +253,158 @@ class LiveStream:
                 self.record.stats.frames_dropped += 1
             self.record.stats.frame_out(arrived, compute)
 
+    async def _work_child(self, ready: asyncio.Event) -> None:
+        """*work* with an engine child: the newest camera frame is converted here and
+        handed over as soon as the child can analyse it (while it renders the one before);
+        the swapped frames come back on the child's reader thread (``_done``)."""
+        loop = asyncio.get_running_loop()
+        stats, budget = self.record.stats, self.deps.registry.cpu
+        number, cores = 0, machine_cores()
+        while not self.ending:
+            stats.stage("paced", await budget.pace())
+            item = await self._fresh()
+            if item is None:
+                return
+            frame, arrived = item
+            ready.clear()
+            # Overlapped (the next frame analysed while this one renders) when the machine
+            # has two cores for each stream; otherwise the next is taken once this one is out.
+            self._awaiting = (number, len(self.deps.registry.live()) * 2 <= cores)
+            try:
+                await loop.run_in_executor(self.executor, self._submit, frame, arrived, number)
+            except Exception as exc:
+                log.exception("stream.failed", stream_id=str(self.record.id))
+                await self.end("failed", type(exc).__name__)
+                return
+            number += 1
+            try:
+                await asyncio.wait_for(ready.wait(), FRAME_SECONDS)
+            except TimeoutError:
+                await self.end("failed", EngineChildLost.__name__)
+                return
+
+    async def _fresh(self) -> tuple[VideoFrame, float] | None:
+        """The newest camera frame, if it came within ``FRESH_SECONDS``; else the next one
+        to come (the one waiting dropped), up to ``FRESH_WAIT_SECONDS``: a frame taken as it
+        arrives is not a frame interval old before the engine starts on it."""
+        item = await self.inputs.take()
+        if item is None or time.monotonic() - item[1] <= FRESH_SECONDS:
+            return item
+        try:
+            newer = await asyncio.wait_for(self.inputs.take(), FRESH_WAIT_SECONDS)
+        except TimeoutError:
+            return item  # the camera is slower than that: the one there is the newest
+        if newer is not None:
+            self.record.stats.frames_dropped += 1
+        return newer
+
+    def _open_child(self, loop: asyncio.AbstractEventLoop, ready: asyncio.Event) -> None:
+        """In a thread of its own: an engine child with the stream's source prepared, in
+        ``child`` (closed at once when the stream ended meanwhile)."""
+        engines, plan = self.deps.engines, self.plan
+        assert engines is not None
+        assert self.mark is not None
+        source = load_image(plan.source, input_limits(plan.policy)).frame
+
+        def call(callback: Callable[..., Any], *args: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the app has stopped
+                loop.call_soon_threadsafe(callback, *args)
+
+        def taken(number: int) -> None:
+            if self._awaiting[0] == number:
+                ready.set()
+
+        def rendering(number: int) -> None:
+            if self._awaiting == (number, True):
+                ready.set()
+
+        self._taken = taken
+
+        def lost(reason: str) -> None:
+            kind = reason.split(":", 1)[0]
+            call(lambda: self.tasks.append(loop.create_task(self.end("failed", kind))))
+
+        child: ChildStream | None = ChildStream(
+            engines,
+            plan.spec,
+            source,
+            plan.model_request,
+            plan.policy,
+            self.mark,
+            on_next=lambda number: call(rendering, number),
+            on_done=lambda swapped: self._done(swapped, call),
+            on_lost=lost,
+        )
+        with self._child_lock:
+            if not self.ending:
+                self.child, child = child, None
+        if child is not None:
+            child.close()
+
+    def _submit(self, frame: VideoFrame, arrived: float, number: int) -> None:
+        """In the stream's engine thread: the camera frame converted, scaled to the
+        policy's resolution and handed to the child."""
+        stats = self.record.stats
+        stats.stage("queue", time.monotonic() - arrived)
+        started = time.perf_counter()
+        camera: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[assignment]
+        camera = fit_frame(camera, self.plan.policy.max_output_resolution)
+        converted = time.perf_counter() - started
+        self._pending[number] = (frame.pts, frame.time_base, arrived, converted)
+        assert self.child is not None
+        self.child.submit(camera, number)
+
+    def _done(self, swapped: Swapped, call: Callable[..., None]) -> None:
+        """On the child's reader thread: a swapped frame made a VideoFrame, then sent."""
+        pending = self._pending.pop(swapped.number, None)
+        if pending is None:
+            return
+        pts, time_base, arrived, converted = pending
+        started = time.perf_counter()
+        out = VideoFrame.from_ndarray(swapped.image, format="bgr24")
+        out.pts, out.time_base = pts, time_base
+        converted += time.perf_counter() - started
+        call(self._emit, out, swapped, arrived, converted)
+
+    def _emit(self, out: VideoFrame, swapped: Swapped, arrived: float, converted: float) -> None:
+        """On the event loop: the swapped frame to the outgoing track, and its stats."""
+        if self.ending:
+            return
+        stats = self.record.stats
+        image = swapped.image
+        self.last_output = image
+        self.record.height, self.record.width = image.shape[:2]
+        stats.stage("convert", converted)
+        for name, seconds in swapped.stages.items():
+            stats.stage(name, seconds)
+        if self.outputs.put((out, time.monotonic())):
+            stats.frames_dropped += 1
+        if self._awaiting == (swapped.number, False):
+            self._taken(swapped.number)
+        compute = converted + sum(
+            swapped.stages.get(name, 0.0) for name in ("fit", "analyse", "render", "finish")
+        )
+        stats.frame_out(arrived, compute)
+
+    def _close_frames(self) -> None:
+        """In the stream's engine thread, after any frame in hand: the thread's engine
+        (once the child took over, or at the end) and, at the end, the child's."""
+        frames, self.frames = self.frames, None
+        if frames is not None:
+            frames.close()
+        if self.ending:
+            with self._child_lock:
+                child, self.child = self.child, None
+            if child is not None:
+                child.close()
+
     def _swap(self, frame: VideoFrame, arrived: float) -> tuple[VideoFrame, Frame, float]:
         """In the stream's engine thread: camera frame -> swapped frame (same timestamp);
         the time of each stage goes into the stream's stats."""
         stats = self.record.stats
         stats.stage("queue", time.monotonic() - arrived)
         started = time.perf_counter()
-        assert self.frames is not None
+        assert isinstance(self.frames, LiveFrames)
         camera: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[assignment]
         converted = time.perf_counter() - started
         image = self.frames.process(camera)
@@ -299,8 +494,7 @@ class LiveStream:
         await self.pc.close()
         self._report()
         metrics.stream_ended(record.tenant_id, reason)
-        if self.frames is not None:
-            await asyncio.get_running_loop().run_in_executor(self.executor, self.frames.close)
+        await asyncio.get_running_loop().run_in_executor(self.executor, self._close_frames)
         self.executor.shutdown(wait=False)
         try:
             await asyncio.to_thread(self._write_usage, reason)

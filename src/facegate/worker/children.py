@@ -112,7 +112,9 @@ def child_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
     )
 
 
-def child_main(settings: Settings, lane: Lane, wake: Any, parent_pid: int) -> None:
+def child_main(
+    settings: Settings, lane: Lane, wake: Any, parent_pid: int, busy: Any = None
+) -> None:
     """The entry of one child process (module-level: spawn imports it by name)."""
     options = WorkerOptions(
         served=ServedTenants.parse(settings.worker_tenants),
@@ -126,6 +128,7 @@ def child_main(settings: Settings, lane: Lane, wake: Any, parent_pid: int) -> No
         webhooks=False,
         wake=wake,
         parent_pid=parent_pid,
+        busy=busy,
     )
     run_worker(settings, options, child_queue)
 
@@ -135,6 +138,7 @@ class Child:
     lane: Lane
     process: SpawnProcess
     wake: Any
+    busy: Any  # its running jobs' count, written by the child (WorkerOptions.busy)
     started_at: float = field(default_factory=time.monotonic)
     restart_after: float = RESTART_FIRST_SECONDS  # seconds after its death
     died_at: float | None = None
@@ -154,15 +158,16 @@ class WorkerChildren:
 
     def _spawn(self, lane: Lane) -> Child:
         wake = self.context.Event()
+        busy = self.context.RawValue("i", 0)
         process = self.context.Process(
             target=child_main,
-            args=(self.settings, lane, wake, os.getpid()),
+            args=(self.settings, lane, wake, os.getpid(), busy),
             name=f"facegate-worker-{lane.name}",
             daemon=False,  # a daemonic process may not start the worker's own threads
         )
         process.start()
         log.info("workers.child_started", lane=lane.name, pid=process.pid, nice=lane.nice)
-        return Child(lane, process, wake)
+        return Child(lane, process, wake, busy)
 
     def revive(self) -> None:
         """Start again each child that died (see the module's docstring)."""
@@ -192,6 +197,11 @@ class WorkerChildren:
         for child in self.children:
             child.wake.set()
 
+    def running_jobs(self) -> int:
+        """The jobs the living children run now (as each reported it last, 0.1 s ago at
+        most)."""
+        return sum(int(child.busy.value) for child in self.children if child.process.is_alive())
+
     def stop(self) -> None:
         """SIGTERM to each child (it drains), then wait; kill what outlives its grace."""
         for child in self.children:
@@ -214,6 +224,8 @@ async def worker_children_service(state: AppState) -> AsyncIterator[WorkerChildr
     children = WorkerChildren(state.settings)
     await anyio.to_thread.run_sync(children.start)
     stop_listening = listen_locally(state.settings.database_url, children.wake)
+    # The streams' core budget holds while the children run jobs (facegate.stream_cpu).
+    unwatch = state.streams.cpu.watch_jobs(children.running_jobs)
     stopping = threading.Event()
     watcher = threading.Thread(
         target=_watch, args=(children, stopping), name="worker-children-watch", daemon=True
@@ -222,6 +234,7 @@ async def worker_children_service(state: AppState) -> AsyncIterator[WorkerChildr
     try:
         yield children
     finally:
+        unwatch()
         stop_listening()
         stopping.set()
         await anyio.to_thread.run_sync(watcher.join)

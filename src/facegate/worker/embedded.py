@@ -87,7 +87,10 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         tenants=served,
     )
     await anyio.to_thread.run_sync(pool.start)
+    # The streams' core budget holds while these workers run jobs (facegate.stream_cpu).
+    unwatch = state.streams.cpu.watch_jobs(pool.running_jobs)
     try:
         yield pool
     finally:
+        unwatch()
         await anyio.to_thread.run_sync(pool.stop)

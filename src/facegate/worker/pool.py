@@ -203,6 +203,11 @@ class WorkerPool:
             except Exception:
                 log.warning("job.release_failed", job_id=str(flight.claim.job_id))
 
+    def running_jobs(self) -> int:
+        """Jobs running or in hand (a live stream's core budget holds while any do)."""
+        with self._lock:
+            return len(self._in_flight)
+
     def wake(self) -> None:
         """A job was submitted: let an idle worker look now instead of at its next poll."""
         with self._wake:

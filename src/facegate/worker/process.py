@@ -68,6 +68,10 @@ class WorkerOptions:
     wake: Any = None
     parent_pid: int | None = None
     memory_bytes: int | None = None  # the memory budget (Settings.worker_memory_budget)
+    # serve's children: a shared integer this process keeps at its running jobs' count
+    # (every BUSY_EVERY_SECONDS), so the parent's live streams know when jobs run beside
+    # them (facegate.stream_cpu: their core budget holds only then).
+    busy: Any = None
 
 
 def make_queue(engine: Engine, served: ServedTenants, device: str) -> SqlQueue:
@@ -108,10 +112,6 @@ def load_runner(
 
 class ClusterWorkerPool(WorkerPool):
     """WorkerPool with a graceful drain (the queue brings the cross-worker reaper)."""
-
-    def running_jobs(self) -> int:
-        with self._lock:
-            return len(self._in_flight)
 
     def threads_alive(self) -> bool:
         return all(thread.is_alive() for thread in self._threads)
@@ -189,6 +189,17 @@ def follow_parent(options: WorkerOptions, pool: WorkerPool, stopping: threading.
         elif options.wake.wait(0.5):
             options.wake.clear()  # before the claim the wake causes: a later set is kept
             pool.wake()
+
+
+#: how often a serve child writes its running jobs' count to ``WorkerOptions.busy``
+BUSY_EVERY_SECONDS = 0.1
+
+
+def report_busy(busy: Any, pool: WorkerPool, stopping: threading.Event) -> None:
+    """serve's child: keep ``busy`` (a shared integer) at the pool's running jobs."""
+    while not stopping.wait(BUSY_EVERY_SECONDS):
+        busy.value = pool.running_jobs()
+    busy.value = 0
 
 
 QueueFactory = Callable[[Engine, ServedTenants, str], SqlQueue]
@@ -285,6 +296,10 @@ def run_worker(
     if options.wake is not None or options.parent_pid is not None:
         threading.Thread(
             target=follow_parent, args=(options, pool, stopping), name="follow-parent", daemon=True
+        ).start()
+    if options.busy is not None:
+        threading.Thread(
+            target=report_busy, args=(options.busy, pool, stopping), name="report-busy", daemon=True
         ).start()
     log.info(
         "worker.started",
