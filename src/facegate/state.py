@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Any
 
 import anyio
 from sqlalchemy import Engine
@@ -16,9 +16,6 @@ from facegate.prepared import ReadPath
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRegistry
 from facegate.tenancy.jwt import JwtVerifier
-
-if TYPE_CHECKING:
-    from facegate.streams.engines import StreamEngines
 
 
 @dataclass
@@ -40,8 +37,10 @@ class AppState:
     )
     #: The live streams this process runs (``facegate.streams``).
     streams: StreamRegistry = field(default_factory=StreamRegistry)
-    #: Their engine children (``facegate.streams.engines``), started with the first stream.
-    stream_engines: StreamEngines | None = None
+    #: Their engine children (a ``facegate.streams.engines.StreamEngines``), started with the
+    #: first stream; typed loosely: ``facegate.streams`` uses the jobs' modules, which use this
+    #: one, so naming the class here would close an import circle (``tests/test_layers.py``).
+    stream_engines: Any = None
 
     @cached_property
     def reads(self) -> ReadPath:

@@ -49,9 +49,11 @@ import structlog
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.types import Frame
+from facegate.models.requests import installation_engine
+from facegate.observability.logging import configure_logging
 from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
-from facegate.streams.frames import fit_frame
+from facegate.streams.frames import LiveFrames, fit_frame
 from facegate.tenancy.tables import Policy, resolution_dimensions
 
 log = structlog.get_logger("facegate.streams")
@@ -190,11 +192,6 @@ class _Lanes:
 
 def engine_child_main(settings: Settings, conn: Connection) -> None:
     """The entry of one engine child (module-level: spawn imports it by name)."""
-    # Imported here: the parent imports this module for the pool without the engine stack.
-    from facegate.models.requests import installation_engine
-    from facegate.observability.logging import configure_logging
-    from facegate.streams.frames import LiveFrames
-
     configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
     engine = installation_engine(settings)
     sending = threading.Lock()
