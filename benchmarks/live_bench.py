@@ -169,6 +169,22 @@ def report(name: str, run: ClientRun, key: bytes) -> None:
             f"receivers; the server's own p95 {inside} ms)"
         )
     print(f"  watermark read back from {marks} of {len(run.kept)} sampled received frames")
+    print(f"  where the tail is: {tail_windows(run.samples, run.seconds)}")
+
+
+def tail_windows(samples: list[tuple[float, float]], seconds: float, over: float = 0.1) -> str:
+    """Per 10 s of the run: p95, and how many frames took more than ``over`` (the goal);
+    the first 2 s apart (the stream's start: its engine child taking over)."""
+    late = [t for t, lat in samples if lat > over]
+    parts = [
+        f"{len(late)} frames over {1000 * over:.0f} ms, {sum(t < 2 for t in late)} in the first 2 s"
+    ]
+    for start in range(0, math.ceil(seconds), 10):
+        window = [lat for t, lat in samples if start <= t < start + 10]
+        if window:
+            count = sum(start <= t < start + 10 for t in late)
+            parts.append(f"{start}-{start + 10} s p95 {1000 * p95(window):.0f} ({count})")
+    return "; ".join(parts)
 
 
 def _p50_inside(stages: dict[str, dict[str, float]]) -> float:
@@ -490,7 +506,7 @@ async def main_async(args: argparse.Namespace) -> None:
             # warm-up: models loaded, graphs built; with engine children (FACEGATE_STREAM_
             # ENGINE_PROCESS), until the stream ran in one (its stage "handoff"): a new child
             # loads the engine for seconds, the stream running in the API process meanwhile
-            for _ in range(WARM_UP_ROUNDS):
+            for _ in range(0 if args.cold else WARM_UP_ROUNDS):
                 warm = await stream(base, key, 5, args.fps, marker)
                 if "handoff" in (warm.server.get("stages_ms") or {}) or not engine_children(
                     dict(args.server_env)
@@ -562,6 +578,12 @@ def main() -> None:
         "(0: skip; the clip is 3x as long, run whole: segments off)",
     )
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no warm-up stream: the first stream measured pays the engine child's loading "
+        "(it runs on the API process's engine meanwhile), as a server's first stream does",
+    )
     parser.add_argument(
         "--server-env",
         action="append",
