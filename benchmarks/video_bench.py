@@ -160,12 +160,12 @@ def _role(python: str | None, native: str) -> str:
     return "native, unnamed (x264, onnxruntime, OpenCV)"
 
 
-def print_threads(cpu: ThreadCpu, frames: int) -> None:
+def print_threads(cpu: ThreadCpu, frames: int, label: str = "threads") -> None:
     """Each thread role's CPU ms per frame, their sum and the cores it kept busy."""
     roles = cpu.by_role()
     total = sum(roles.values())
     print(
-        f"    threads: cpu ms per frame, all {1000 * total / frames:.1f} ms,"
+        f"    {label}: cpu ms per frame, all {1000 * total / frames:.1f} ms,"
         f" {total / cpu.wall:.2f} cores busy of {os.cpu_count()}"
     )
     for role, seconds in sorted(roles.items(), key=lambda item: -item[1]):
@@ -207,9 +207,12 @@ def decode_only(src: Path) -> tuple[float, int]:
     return time.perf_counter() - started, frames
 
 
-def floor(src: Path, dst: Path, preset: str) -> tuple[float, float]:
+def floor(
+    src: Path, dst: Path, preset: str, threads: ThreadCpu | None = None
+) -> tuple[float, float]:
     cpu = time.process_time()
-    result = process_video(src, dst, identity, VideoOptions(preset=preset))
+    with threads or contextlib.nullcontext():
+        result = process_video(src, dst, identity, VideoOptions(preset=preset))
     return result.frames / result.seconds, (time.process_time() - cpu) / result.frames * 1000
 
 
@@ -335,7 +338,8 @@ def main() -> None:
             decode_s, decoded = decode_only(src)
             for preset in args.presets.split(","):
                 started = time.perf_counter()
-                base, base_cpu = floor(src, dst, preset)
+                floor_threads = ThreadCpu()
+                base, base_cpu = floor(src, dst, preset, floor_threads)
                 floor_s = time.perf_counter() - started
                 print(
                     f"{size}p {preset:9s} (a) decode+encode floor   {base:6.1f} fps"
@@ -377,6 +381,7 @@ def main() -> None:
                 )
                 print_breakdown(f"{size}p {preset} (c)", clock, decoded, decode_s, floor_s)
                 print_threads(threads, decoded)
+                print_threads(floor_threads, decoded, "the floor's threads")
 
 
 if __name__ == "__main__":
