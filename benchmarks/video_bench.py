@@ -264,7 +264,7 @@ def full(
 #: The swap's stages (face_swapper.<stage>, ``engine_bench.SWAP_STAGES``), in their order.
 SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "glasses", "blend")
 #: The swap's target side, on its helper thread beside the stages above (when not busy).
-HELPER_STAGES = ("side.reshape", "side.shading")
+HELPER_STAGES = ("side.glasses", "side.reshape", "side.shading")
 
 
 def print_breakdown(
