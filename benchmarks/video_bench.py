@@ -26,6 +26,7 @@ bands, mask, colour/tone, glasses check, blend), watermark and moderation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 import threading
@@ -93,6 +94,85 @@ class StageClock:
         return run
 
 
+class ThreadCpu:
+    """The CPU seconds each of this process's threads spent while it ran (``with``), by
+    role: Python threads by name (``video-render_1`` -> ``video-render``), native ones by
+    their name where the library gives one (mediapipe's, FFmpeg's decoder threads), the
+    rest (x264's, onnxruntime's, OpenCV's: named after the process) as ``native, unnamed``.
+    Sampled from /proc every 0.2 s (the sampler, ``thread-cpu``, costs ~1 % of a core), so
+    a thread that ended during the run loses at most its last 0.2 s (the render threads end
+    with it, mostly idle)."""
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        self.wall = 0.0
+        self.done = threading.Event()
+        self.sampler = threading.Thread(target=self._run, name="thread-cpu", daemon=True)
+
+    def __enter__(self) -> ThreadCpu:
+        self.first = {tid: cpu for tid, (_, cpu) in self._sample().items()}
+        self.wall = time.perf_counter()
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.sampler.join()
+        self.last.update(self._sample())
+        self.wall = time.perf_counter() - self.wall
+
+    def _run(self) -> None:
+        while not self.done.wait(0.2):
+            self.last.update(self._sample())
+
+    def _sample(self) -> dict[int, tuple[str, float]]:
+        python = {t.native_id: t.name for t in threading.enumerate()}
+        seen: dict[int, tuple[str, float]] = {}
+        for name in os.listdir("/proc/self/task"):
+            tid = int(name)
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/self/task/{tid}/comm") as comm:
+                    native = comm.read().strip()
+            except OSError:
+                continue  # ended between the listing and the read
+            role = self.last[tid][0] if tid in self.last else _role(python.get(tid), native)
+            seen[tid] = (role, (int(fields[11]) + int(fields[12])) / self.tick)
+        return seen
+
+    def by_role(self) -> dict[str, float]:
+        roles: dict[str, float] = defaultdict(float)
+        for tid, (role, cpu) in self.last.items():
+            roles[role] += cpu - self.first.get(tid, 0.0)
+        return roles
+
+
+def _role(python: str | None, native: str) -> str:
+    if python is not None:
+        return "main" if python == "MainThread" else python.rsplit("_", 1)[0]
+    if native.startswith("mediapipe/"):
+        return "mediapipe (native)"
+    if native.startswith("av:"):
+        return "FFmpeg " + native.removeprefix("av:").rstrip("0123456789") + " (native)"
+    return "native, unnamed (x264, onnxruntime, OpenCV)"
+
+
+def print_threads(cpu: ThreadCpu, frames: int, label: str = "threads") -> None:
+    """Each thread role's CPU ms per frame, their sum and the cores it kept busy."""
+    roles = cpu.by_role()
+    total = sum(roles.values())
+    print(
+        f"    {label}: cpu ms per frame, all {1000 * total / frames:.1f} ms,"
+        f" {total / cpu.wall:.2f} cores busy of {os.cpu_count()}"
+    )
+    for role, seconds in sorted(roles.items(), key=lambda item: -item[1]):
+        if seconds * 1000 / frames >= 0.05:
+            print(f"      {role:44s} {1000 * seconds / frames:6.2f} ms")
+
+
 class TimedAnalyser:
     """The tracker's keyframe detection (``FaceAnalyser.analyse``), timed as ``detect``."""
 
@@ -127,9 +207,12 @@ def decode_only(src: Path) -> tuple[float, int]:
     return time.perf_counter() - started, frames
 
 
-def floor(src: Path, dst: Path, preset: str) -> tuple[float, float]:
+def floor(
+    src: Path, dst: Path, preset: str, threads: ThreadCpu | None = None
+) -> tuple[float, float]:
     cpu = time.process_time()
-    result = process_video(src, dst, identity, VideoOptions(preset=preset))
+    with threads or contextlib.nullcontext():
+        result = process_video(src, dst, identity, VideoOptions(preset=preset))
     return result.frames / result.seconds, (time.process_time() - cpu) / result.frames * 1000
 
 
@@ -142,6 +225,7 @@ def full(
     tracker: TrackerOptions,
     clock: StageClock | None = None,
     moderator: Moderator | None = None,
+    threads: ThreadCpu | None = None,
 ) -> tuple[float, float]:
     """(wall fps, CPU ms per frame) of the swap pipeline with the given tracker settings;
     with a ``moderator``, as the service runs it: the watermark on every frame and the
@@ -169,7 +253,8 @@ def full(
             inspect=TimedScreen(screen, clock),
         )
     try:
-        result = process_video(src, dst, stages, options, cancel=ctx.cancel)
+        with threads or contextlib.nullcontext():
+            result = process_video(src, dst, stages, options, cancel=ctx.cancel)
     finally:
         work.close()
     wall = time.perf_counter() - started
@@ -179,7 +264,7 @@ def full(
 #: The swap's stages (face_swapper.<stage>, ``engine_bench.SWAP_STAGES``), in their order.
 SWAP_STAGES = ("outline", "raster", "bands", "mask", "side wait", "colour", "glasses", "blend")
 #: The swap's target side, on its helper thread beside the stages above (when not busy).
-HELPER_STAGES = ("side.reshape", "side.shading")
+HELPER_STAGES = ("side.glasses", "side.reshape", "side.shading")
 
 
 def print_breakdown(
@@ -253,7 +338,8 @@ def main() -> None:
             decode_s, decoded = decode_only(src)
             for preset in args.presets.split(","):
                 started = time.perf_counter()
-                base, base_cpu = floor(src, dst, preset)
+                floor_threads = ThreadCpu()
+                base, base_cpu = floor(src, dst, preset, floor_threads)
                 floor_s = time.perf_counter() - started
                 print(
                     f"{size}p {preset:9s} (a) decode+encode floor   {base:6.1f} fps"
@@ -276,9 +362,17 @@ def main() -> None:
                         f"{size}p {preset:9s} tracking vs static: {new_fps / old_fps:.2f}x fps,"
                         f" {old_cpu / new_cpu:.2f}x less CPU per frame"
                     )
-                clock = StageClock()
+                clock, threads = StageClock(), ThreadCpu()
                 fps, cpu = full(
-                    pipeline, src, dst, preset, args.workers, TrackerOptions(), clock, moderator
+                    pipeline,
+                    src,
+                    dst,
+                    preset,
+                    args.workers,
+                    TrackerOptions(),
+                    clock,
+                    moderator,
+                    threads=threads,
                 )
                 print(
                     f"{size}p {preset:9s} (c) as the service: + watermark + moderation"
@@ -286,6 +380,8 @@ def main() -> None:
                     f"  {load_average()}"
                 )
                 print_breakdown(f"{size}p {preset} (c)", clock, decoded, decode_s, floor_s)
+                print_threads(threads, decoded)
+                print_threads(floor_threads, decoded, "the floor's threads")
 
 
 if __name__ == "__main__":
