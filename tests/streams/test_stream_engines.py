@@ -6,8 +6,11 @@ the client told and usage exact; nothing is left in shared memory."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from tests.streams.test_stream_endings import ended_message
 
 from facegate.database import session_scope
 from facegate.stream_cpu import StreamCpu
+from facegate.streams.engines import EngineChild
 from facegate.usage.tables import UsageRecord
 
 SHM = Path("/dev/shm")
@@ -108,3 +112,50 @@ def test_the_budget_counts_more_cpu_than_the_process_own() -> None:
         now["child"] += 0.075
         budget.pacer.delay()
     assert budget.pacer.delay() > 0  # over 1 core with the child's CPU counted
+
+
+class _Exited:
+    """A child process that has already exited (what ``EngineChild.stop`` asks of one)."""
+
+    def join(self, timeout: float | None = None) -> None:
+        return None
+
+    def is_alive(self) -> bool:
+        return False
+
+    def kill(self) -> None:
+        raise AssertionError("an exited child is not killed")
+
+
+def test_a_child_stopped_from_two_threads_at_once_is_stopped_once() -> None:
+    """The app's shutdown stops the children still loading while the thread that spawned
+    one stops it too when its start fails: the pipe was closed twice at once (EBADF out of
+    the shutdown, seen in the suite). Its close is slowed here so the two always overlap."""
+    parent_end, child_end = multiprocessing.Pipe()
+    child_end.close()
+    real_close = parent_end._close  # type: ignore[attr-defined]
+    closes: list[int] = []
+
+    def slow_close() -> None:
+        closes.append(1)
+        time.sleep(0.2)
+        real_close()
+
+    parent_end._close = slow_close  # type: ignore[attr-defined]
+    child = EngineChild(_Exited(), parent_end, 0)  # type: ignore[arg-type]
+    errors: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            child.stop()
+        except BaseException as exc:  # the test collects what escapes
+            errors.append(exc)
+
+    threads = [threading.Thread(target=stop) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert closes == [1]
+    assert parent_end.closed

@@ -263,6 +263,10 @@ class EngineChild:
     conn: Connection
     pid: int
     last_cpu: float = 0.0
+    #: ``stop`` runs once: the app's shutdown and a stream's or a start's own clean-up can
+    #: both stop a child, from two threads (closing its pipe twice at once: EBADF)
+    stopping: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    stopped: bool = False
 
     def cpu_seconds(self) -> float:
         if self.process.is_alive():
@@ -283,6 +287,10 @@ class EngineChild:
         return answer
 
     def stop(self) -> None:
+        with self.stopping:
+            if self.stopped:
+                return
+            self.stopped = True
         try:
             self.conn.send(("stop",))
         except (OSError, BrokenPipeError):
