@@ -16,9 +16,10 @@ decoded and the swapped frames encoded in the API process while the child swaps 
 - **Frames through shared memory**: per stream two ``multiprocessing.shared_memory``
   buffers (camera frame in, swapped frame out), sized for the policy's
   ``max_output_resolution`` (the camera frame is scaled to fit it in the API process
-  first). Over the pipe go only a frame's shape and, back, the stages' seconds: no frame
-  is pickled. One frame is in flight per stream (the stream's thread waits for it), so
-  one buffer each way suffices.
+  first; the out buffer holds ``OUT_SLOTS`` swapped frames). Over the pipe go only a
+  frame's shape and, back, the stages' seconds: no frame is pickled. The child analyses
+  frame N+1 while it renders N, and asks for the next camera frame only once it can take
+  it, so one camera frame is in the in buffer at a time.
 - **What the stream guarantees is unchanged**: the child runs ``LiveFrames`` (tracking,
   the processors, the disclosure label, the stream's watermark on every frame); the API
   process keeps the pacing, moderation (on the returned frame), metering and audit. The
