@@ -7,7 +7,7 @@ Tasks, on the event loop:
   (``media.Newest``): aiortc's own queue never grows, whatever the engine's speed;
 - *work* waits while the process is over its streams' core budget (``stream_cpu``, while
   jobs run on this node), then hands the newest frame to the stream's one engine thread,
-  which has it swapped by the stream's engine child (``engines.ChildFrames``; with
+  which has it swapped by the stream's engine child (``engines.ChildStream``; with
   ``stream_engine_process`` off, in the thread itself: ``frames.LiveFrames``), and the
   swapped frame to the outgoing track; frames that came meanwhile were dropped;
 - *watch* ends the stream at ``max_stream_seconds``, when the client went silent, or when
@@ -79,12 +79,12 @@ from facegate.usage.service import Consumption
 
 log = structlog.get_logger("facegate.streams")
 LIVE_FRAME = "live frame"  # what moderation names in a refusal
-FIRST_FRAME_SECONDS = 15.0
+FIRST_FRAME_SECONDS = 15.0  # a client's first frame may take this long (connection set-up)
 #: with an engine child, a camera frame older than this when the child can take the next is
 #: dropped for the next one to arrive, waited for at most FRESH_WAIT_SECONDS (a 30-fps
 #: camera's interval and a little)
 FRESH_SECONDS = 0.008
-FRESH_WAIT_SECONDS = 0.04  # a client's first frame may take this long (connection set-up)
+FRESH_WAIT_SECONDS = 0.04
 
 
 def check_offer(sdp: str) -> None:
