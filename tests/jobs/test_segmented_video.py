@@ -3,7 +3,9 @@ parts that are ordinary claimable rows, joined into the result a whole run gives
 
 from __future__ import annotations
 
+import contextlib
 import io
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,11 +27,13 @@ from facegate.jobs.tables import Job
 from facegate.observability.audit import MODERATION_ALLOWED
 from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.marker import marker_for
+from facegate.queue import leases
 from facegate.queue.claim import LockingClaimer
 from facegate.queue.outcomes import RenderedPart
 from facegate.storage.memory import MemoryStore
 from facegate.storage.tables import StoredObject
 from facegate.storage.tenant import TenantStore
+from facegate.usage.service import Consumption
 from facegate.usage.tables import UsageRecord
 from facegate.worker.pool import WorkerConfig, WorkerPool
 from facegate.worker.runner import EngineRunner
@@ -410,6 +414,61 @@ def test_a_cancel_of_the_job_stops_its_running_parts(
     assert record.status == "cancelled"
     assert record.compute_seconds == pytest.approx(cancelled.compute_seconds)
     assert record.compute_seconds >= sum(p.compute_seconds or 0 for p in setup.parts(job_id))
+
+
+def test_two_parts_stopping_at_once_end_the_job_without_a_deadlock(
+    setup: Setup, clip: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a cancel, two running parts end together. Each end writes its part's row and
+    the job's, and the first to reach the job asks the other part to stop: when each held
+    its own part's row before the job's, PostgreSQL failed one of them with a deadlock (the
+    failure CI saw). Here both ends are held, after writing their part, until the other has
+    written its own too (or 2 s, when the lock order keeps the second from getting there)."""
+    job_id = setup.submit("heavy", clip)
+    pool = setup.pool(segment_seconds=0.8)
+    assert pool.run_once("w0")  # the split
+    claims = [LockingClaimer(setup.engine).claim(f"w{n}", lease_seconds=30) for n in (1, 2)]
+    assert all(claims)
+    with session_scope(setup.sessions) as session:
+        JobRepository(session).request_cancel("heavy", job_id)
+    both_written = threading.Barrier(2, timeout=2.0)
+    finish = leases.finish
+
+    def finish_then_wait(*args: Any, **kwargs: Any) -> bool:
+        done = finish(*args, **kwargs)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_written.wait()
+        return done
+
+    monkeypatch.setattr(leases, "finish", finish_then_wait)
+    ended: dict[int, bool] = {}
+    errors: list[BaseException] = []
+
+    def stop(n: int) -> None:
+        claim = claims[n]
+        assert claim is not None
+        try:
+            part = setup.job(claim.job_id)
+            ended[n] = pool.outcomes.end(
+                claim, part, "cancelled", Consumption(compute_seconds=1.0, device="cpu")
+            )
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=stop, args=(n,)) for n in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert ended == {0: True, 1: True}
+    cancelled = setup.job(job_id)
+    assert cancelled.status == "cancelled"
+    assert [p.status for p in setup.parts(job_id)] == ["cancelled"] * 3
+    [record] = setup.usage(job_id)
+    assert record.status == "cancelled"
+    assert record.compute_seconds == pytest.approx(cancelled.compute_seconds)
+    assert record.compute_seconds >= 2.0  # both parts' seconds, billed once with the job
 
 
 def test_a_cancel_while_no_part_runs_ends_the_job_billing_its_split(

@@ -132,6 +132,8 @@ def requeue_expired(
     if tenants is not None:
         stmt = stmt.where(Job.tenant_id.in_(sorted(tenants)))
     expired = session.execute(stmt).all()
+    # The segmented jobs of expired parts first: the lock order of segments.lock_jobs.
+    segments.lock_jobs(session, (parent_id for *_, parent_id in expired))
     reaped: list[Reaped] = []
     for job_id, tenant_id, attempts, max_attempts, parent_id in expired:
         guard = (Job.id == job_id, Job.status == "running", Job.lease_expires_at < now)

@@ -190,6 +190,7 @@ class JobOutcomes:
                     data=rendered.data,
                     content_type=rendered.content_type,
                 )
+                segments.lock_jobs(session, [part.parent_id])
                 done = leases.finish(
                     session,
                     claim.job_id,
@@ -321,6 +322,7 @@ class JobOutcomes:
         values: Mapping[str, object],
     ) -> bool:
         with session_scope(self.sessions) as session:
+            segments.lock_jobs(session, [part.parent_id])
             seconds = consumption.compute_seconds
             done = leases.finish(
                 session, claim.job_id, claim.lease_owner, status, compute_seconds=seconds, **values

@@ -9,7 +9,12 @@ part is an ordinary queued row: the fair claim, caps, leases, the reaper and can
 it unchanged, so between two parts a worker goes back to the fair order.
 
 The transaction that ends a part decides for the job (``part_ended``), with the job's row
-locked so two parts ending at once see each other: the last part to succeed puts the job
+locked so two parts ending at once see each other. It locks the job's row FIRST
+(``lock_jobs``), before it touches the part's: every transaction that writes a job and its
+parts (a cancel, a part's end, the reaper) goes job, then parts; the other way round, two
+parts ending at once each held their own row and waited for the job's, one of them holding
+it and waiting for the other's part to ask it to stop (PostgreSQL's deadlock detector
+failed one). the last part to succeed puts the job
 back in the queue for its assembly (stage ``assemble``; a worker joins the parts); a part
 that failed fails the job with its reason and stops the rest; the last part to stop after a
 cancel ends the job cancelled. Compute seconds add up on the job's row (the split, each
@@ -21,7 +26,7 @@ System scope (by job id, across tenants), never reachable from a request.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -144,6 +149,14 @@ def parts_of(session: Session, job_id: uuid.UUID) -> list[Job]:
     return sorted(parts, key=lambda part: int(segment_of(part)["index"]))
 
 
+def lock_jobs(session: Session, job_ids: Iterable[uuid.UUID | None]) -> None:
+    """Lock the rows of segmented jobs (in id order) before the transaction writes any of
+    their parts: the lock order every such transaction keeps (see the module docstring)."""
+    ids = sorted({job_id for job_id in job_ids if job_id is not None})
+    if ids:
+        session.execute(select(Job.id).where(Job.id.in_(ids)).order_by(Job.id).with_for_update())
+
+
 def part_ended(
     session: Session,
     part: Job,
@@ -152,7 +165,8 @@ def part_ended(
     error_type: str | None = None,
     error_detail: str | None = None,
 ) -> PartEnded:
-    """Decide for the job of a part that just ended (in the transaction that ended it)."""
+    """Decide for the job of a part that just ended (in the transaction that ended it,
+    which locked the job first: ``lock_jobs``)."""
     job = session.scalars(select(Job).where(Job.id == part.parent_id).with_for_update()).one()
     job.compute_seconds = (job.compute_seconds or 0.0) + compute_seconds
     if job.is_terminal:
