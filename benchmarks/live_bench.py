@@ -298,15 +298,33 @@ async def job_beside_two(base: str, key: str, seconds: float, fps: float, clip: 
         )
 
 
+async def job_progress(client: httpx.AsyncClient, headers: dict[str, str], job: str) -> float:
+    """A job's progress (0..1), as its owner's GET shows it."""
+    got = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
+    return 1.0 if got["status"] == "succeeded" else float(got.get("progress") or 0.0)
+
+
 async def with_job(
     base: str, key: str, seconds: float, fps: float, clip: Path, marker: bool
 ) -> ClientRun:
+    """One stream while a video job runs; the job's progress a second beside the stream,
+    then alone as long (its models loaded before either is measured)."""
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, timeout=120) as client:
         job = await submit_video_job(client, headers, clip)
+        while await job_progress(client, headers, job) <= 0.0:
+            await asyncio.sleep(0.2)  # its models loaded, its frames under way
+        p0, t0 = await job_progress(client, headers, job), time.monotonic()
         run = await stream(base, key, seconds, fps, marker)
-        status = (await client.get(f"/v1/jobs/{job}", headers=headers)).json()
-        print(f"\n  the job beside it: {status['status']}, progress {status.get('progress')}")
+        p1, t1 = await job_progress(client, headers, job), time.monotonic()
+        await asyncio.sleep(min(seconds, 10.0))
+        p2, t2 = await job_progress(client, headers, job), time.monotonic()
+        beside, alone = (p1 - p0) / (t1 - t0), (p2 - p1) / (t2 - t1)
+        state = "" if p2 < 1.0 else " (it ended meanwhile: the clip is too short)"
+        print(
+            f"\n  the job beside it: {100 * beside:.2f} %/s, alone after it "
+            f"{100 * alone:.2f} %/s{state}"
+        )
         return run
 
 
@@ -552,7 +570,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     report(f"two streams at once, stream {n}", run, mark_key)
                 print(f"  {cpu}")
             if args.job_seconds:
-                clip = await asyncio.to_thread(job_clip, folder)
+                clip = await asyncio.to_thread(job_clip, folder, 3 * args.job_seconds)
                 beside = await with_job(base, key, args.job_seconds, args.fps, clip, marker)
                 report("one stream beside a video job", beside, mark_key)
             if args.job_two_seconds:

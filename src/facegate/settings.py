@@ -101,6 +101,11 @@ class Settings(BaseSettings):
     short_lane_workers: int = Field(default=1, ge=0, le=64)
     short_lane_seconds: float = Field(default=5.0, gt=0, le=3600)
     short_lane_nice: int = Field(default=0, ge=0, le=19)
+    # While this process serves live streams (streams_per_process > 0), its job workers run
+    # at least this nice (Settings.job_nice): live is the CPU's latency class, and a video
+    # job's segments (short-lane jobs) at nice 0 took a stream's frames' CPU (docs/live.md).
+    # 0: jobs keep their lane's nice beside streams.
+    stream_job_nice: int = Field(default=10, ge=0, le=19)
     # A worker's memory budget (docs/scheduling-memory.md): the estimated peaks
     # (facegate.jobs.cost) of the jobs it holds at once stay within it, and a job over every
     # live worker's budget is refused at submission (422 memory-budget-exceeded). Unset: on
@@ -325,6 +330,12 @@ class Settings(BaseSettings):
         if uses_device and self.inference_gpu_mem_limit is not None:
             return self.inference_gpu_mem_limit
         return default_memory_budget()
+
+    def job_nice(self, nice: int) -> int:
+        """The nice of job workers whose lane asks for ``nice``, in a process that may serve
+        live streams: at least ``stream_job_nice`` when it does (streams_per_process > 0),
+        so a stream's frames win the CPU from every job; ``nice`` otherwise."""
+        return max(nice, self.stream_job_nice) if self.streams_per_process > 0 else nice
 
     def stream_core_budget(self) -> float:
         """The cores this process's streams may take (``stream_cores``, else its default:

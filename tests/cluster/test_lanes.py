@@ -3,8 +3,9 @@ its cap full of long jobs cannot make a light tenant's short job wait for them.
 
 Cluster shape (PostgreSQL): ``facegate worker`` (any job, nice 19) beside ``facegate worker
 --lane short`` (nice 0). Embedded shape (SQLite): ``facegate serve`` runs the same two as
-child processes, woken by its submissions and gone when it is gone. Jobs run the cheap
-runner (tests/cluster/cheap_runner.py): everything around it is the production path.
+child processes (its lane at nice 10: below the live streams it serves), woken by its
+submissions and gone when it is gone. Jobs run the cheap runner
+(tests/cluster/cheap_runner.py): everything around it is the production path.
 """
 
 from __future__ import annotations
@@ -142,11 +143,12 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     serve, url, base = serve_with_children(tmp_path, cluster)
     engine = create_engine_from_url(url)
     try:
-        # The general child lowers its priority first thing; the lane keeps serve's.
+        # The children lower their priority first thing: the general one to 19, the lane
+        # to 10 (serve runs live streams: Settings.stream_job_nice).
         wait_for(
-            lambda: sorted(worker_children(serve.pid).values()) == [0, 19],
+            lambda: sorted(worker_children(serve.pid).values()) == [10, 19],
             60,
-            "two worker children, at nice 19 and 0",
+            "two worker children, at nice 19 and 10",
         )
         heavy_cap_full(cluster, engine)
         key = light_key(engine)
@@ -169,11 +171,11 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     wait_for(lambda: started(cluster, light) is not None, 10, "the light job")
     assert (started(cluster, light) or 0) - sent < 2.0
     # A child that dies (the OOM killer's SIGKILL) is started again, and said so in the log.
-    (lane,) = [pid for pid, nice in worker_children(serve.pid).items() if nice == 0]
+    (lane,) = [pid for pid, nice in worker_children(serve.pid).items() if nice == 10]
     os.kill(lane, signal.SIGKILL)
     wait_for(
         lambda: (
-            sorted(worker_children(serve.pid).values()) == [0, 19]
+            sorted(worker_children(serve.pid).values()) == [10, 19]
             and lane not in worker_children(serve.pid)
         ),
         60,

@@ -77,7 +77,8 @@ class Lane:
 
 def embedded_lanes(settings: Settings) -> list[Lane]:
     """The children of ``serve``: the general workers and the short-job lane (each only
-    when it has workers). They share the machine's memory budget
+    when it has workers), at their lane's nice, raised beside live streams
+    (``Settings.job_nice``: serve's API process runs them). They share the machine's memory budget
     (``Settings.worker_memory_budget``) in proportion to their workers."""
     budget = settings.worker_memory_budget()
     workers = settings.workers + settings.short_lane_workers
@@ -85,13 +86,13 @@ def embedded_lanes(settings: Settings) -> list[Lane]:
         Lane(
             "general",
             settings.workers,
-            settings.worker_nice,
+            settings.job_nice(settings.worker_nice),
             memory_bytes=budget * settings.workers // max(1, workers),
         ),
         Lane(
             "short",
             settings.short_lane_workers,
-            settings.short_lane_nice,
+            settings.job_nice(settings.short_lane_nice),
             settings.short_lane_seconds,
             memory_bytes=budget * settings.short_lane_workers // max(1, workers),
         ),

@@ -53,6 +53,7 @@ async def workers_service(state: AppState) -> AsyncIterator[WorkerPool | None]:
         lease_seconds=settings.job_lease_seconds,
         poll_seconds=settings.job_poll_seconds,
         memory_bytes=settings.worker_memory_budget(),
+        nice=settings.job_nice(0),  # this process's live streams win the CPU from jobs
     )
     # The embedded shape makes its signing identity on first start, as it makes its database.
     marker = marker_for(settings.provenance_path, create=True)

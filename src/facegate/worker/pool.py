@@ -53,6 +53,7 @@ from facegate.usage.service import Consumption
 from facegate.worker.moderation import refusal_record
 from facegate.worker.observe import observe_finished
 from facegate.worker.output import JobOutput, JobRunner, ProgressFn
+from facegate.worker.priority import lower_thread_priority
 from facegate.worker.scratch import ScratchSpace, reclaim
 from facegate.worker.segments import SegmentingRunner, SplitPlan
 
@@ -75,6 +76,10 @@ class WorkerConfig:
     # The memory budget: the estimated peaks of the jobs this pool holds (running and in
     # hand) stay within it (Settings.worker_memory_budget; None: no bound).
     memory_bytes: int | None = None
+    # Added to each worker thread's nice when it starts (facegate.worker.priority): the
+    # embedded threads shape's jobs beside the API process's live streams
+    # (Settings.job_nice); a worker process lowers itself whole instead.
+    nice: int = 0
 
     def fit(self, held_bytes: int = 0) -> Fit:
         """What this pool's workers may claim now, holding jobs estimated at
@@ -220,6 +225,7 @@ class WorkerPool:
 
     # the loops
     def _work_loop(self, worker_id: str) -> None:
+        lower_thread_priority(self.config.nice)
         while not self._stop.is_set():
             try:
                 worked = self.run_once(worker_id)

@@ -39,6 +39,7 @@ from facegate.webhooks.dispatcher import DeliveryConfig, WebhookDispatcher
 from facegate.worker.moderation import job_moderation
 from facegate.worker.output import JobRunner
 from facegate.worker.pool import WorkerConfig, WorkerPool
+from facegate.worker.priority import lower_priority
 from facegate.worker.probes import ProbeServer
 from facegate.worker.runner import EngineRunner
 from facegate.worker.scratch import ScratchSpace
@@ -168,13 +169,6 @@ def prepare_schema_when_reachable(
                 raise
             log.warning("worker.waiting_for_database", error=type(exc).__name__)
             time.sleep(1.0)
-
-
-def lower_priority(nice: int) -> None:
-    """Add ``nice`` to this process's niceness (Linux: every thread started afterwards
-    inherits it), so the API and the short-job lane win the CPU from long jobs."""
-    if nice > 0:
-        os.nice(nice)
 
 
 def follow_parent(options: WorkerOptions, pool: WorkerPool, stopping: threading.Event) -> None:
