@@ -524,6 +524,7 @@ async def main_async(args: argparse.Namespace) -> None:
             # warm-up: models loaded, graphs built; with engine children (FACEGATE_STREAM_
             # ENGINE_PROCESS), until the stream ran in one (its stage "handoff"): a new child
             # loads the engine for seconds, the stream running in the API process meanwhile
+            await asyncio.sleep(args.cold_after)  # a server up for a while: warm children
             for _ in range(0 if args.cold else WARM_UP_ROUNDS):
                 warm = await stream(base, key, 5, args.fps, marker)
                 if "handoff" in (warm.server.get("stages_ms") or {}) or not engine_children(
@@ -601,6 +602,14 @@ def main() -> None:
         action="store_true",
         help="no warm-up stream: the first stream measured pays the engine child's loading "
         "(it runs on the API process's engine meanwhile), as a server's first stream does",
+    )
+    parser.add_argument(
+        "--cold-after",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long after the server is up before the first stream (with --cold: "
+        "its first stream on a server up that long, FACEGATE_STREAM_ENGINES_WARM's case)",
     )
     parser.add_argument(
         "--server-env",

@@ -17,12 +17,15 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from tests.conftest import make_settings
 from tests.streams.streamkit import LIVE_POLICY, open_stream, wait_for
 from tests.streams.test_stream_endings import ended_message
 
 from facegate.database import session_scope
+from facegate.settings import Settings
 from facegate.stream_cpu import StreamCpu
-from facegate.streams.engines import EngineChild
+from facegate.streams.engines import EngineChild, StreamEngines
+from facegate.streams.runtime import streams_service
 from facegate.usage.tables import UsageRecord
 
 SHM = Path("/dev/shm")
@@ -159,3 +162,76 @@ def test_a_child_stopped_from_two_threads_at_once_is_stopped_once() -> None:
     assert errors == []
     assert closes == [1]
     assert parent_end.closed
+
+
+class _Alive:
+    """A child process that is running (a gated spawn's stand-in)."""
+
+    def is_alive(self) -> bool:
+        return True
+
+
+class GatedEngines(StreamEngines):
+    """Children "load" until ``gate`` is set; ``spawned`` counts them."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.gate = threading.Event()
+        self.spawned = 0
+
+    def _spawn(self) -> EngineChild:
+        self.gate.wait(30)
+        self.spawned += 1
+        parent_end, child_end = multiprocessing.Pipe()
+        child_end.close()
+        child = EngineChild(_Alive(), parent_end, 0)  # type: ignore[arg-type]
+        with self.lock:
+            self.busy.append(child)
+        return child
+
+
+def test_a_stream_waits_for_the_warming_child_instead_of_loading_a_second(
+    tmp_path: Path,
+) -> None:
+    engines = GatedEngines(make_settings(tmp_path))
+    warming = threading.Thread(target=engines.warm_up, args=(1,))
+    warming.start()
+    deadline = time.monotonic() + 10
+    while engines.warming != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engines.warming == 1
+    taken: list[EngineChild] = []
+    stream = threading.Thread(target=lambda: taken.append(engines.acquire()))
+    stream.start()
+    time.sleep(0.2)
+    assert taken == []  # waiting for the warming child, not spawning its own
+    engines.gate.set()
+    stream.join(10)
+    warming.join(10)
+    assert engines.spawned == 1
+    assert taken
+    assert engines.busy == taken
+    assert engines.idle == []
+    # a stream with neither an idle nor a warming child starts one
+    assert engines.acquire() is not taken[0]
+    assert engines.spawned == 2
+
+
+async def test_the_first_stream_takes_the_child_warmed_at_start_up(make_client: Any) -> None:
+    async with make_client(
+        services=[streams_service], stream_engine_process=True, stream_engines_warm=1
+    ) as h:
+        engines = h.state.stream_engines
+        assert engines is not None  # made at start-up, before any stream
+        await wait_for(lambda: len(engines.idle) == 1, 90)  # loaded, idle
+        (warm,) = engines.idle
+        h.create_tenant("live", **LIVE_POLICY)
+        headers = h.headers("live", ["director"])
+        client, response = await open_stream(h.client, headers)
+        assert response.status_code == 201, response.text
+        await wait_for(lambda: len(client.received) >= 3, 60)
+        assert engines.busy == [warm]  # the stream runs in it: no second engine loaded
+        assert engines.starting == []
+        assert engines.idle == []
+        await h.client.delete(f"/v1/streams/{response.json()['id']}", headers=headers)
+        await client.close()

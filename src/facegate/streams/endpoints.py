@@ -16,9 +16,9 @@ from facegate.errors import NotFound
 from facegate.jobs.runtime import tenant_store_for
 from facegate.principal import Principal
 from facegate.state import AppState
-from facegate.streams.engines import StreamEngines
 from facegate.streams.ice import IceServers, client_ice_servers
 from facegate.streams.live import StreamDeps
+from facegate.streams.runtime import process_engines
 from facegate.streams.schemas import StreamAnswer, StreamList, StreamOut, StreamStart
 from facegate.streams.service import check_live_enabled, stream_row
 from facegate.streams.start import start_stream as start
@@ -40,16 +40,12 @@ _START_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _deps(state: AppState) -> StreamDeps:
-    if state.settings.stream_engine_process and state.stream_engines is None:
-        # The first stream's: children start when it needs one; their CPU is the streams'.
-        engines = state.stream_engines = StreamEngines(state.settings)
-        state.streams.cpu.count_cpu(engines.cpu_seconds)
     return StreamDeps(
         state.settings,
         state.session_factory,
         state.face_engine,
         state.streams,
-        state.stream_engines,
+        process_engines(state),
     )
 
 

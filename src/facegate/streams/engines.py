@@ -12,7 +12,9 @@ decoded and the swapped frames encoded in the API process while the child swaps 
   from a request on its command line), each builds the installation's engine once
   (``installation_engine``) and then serves one stream at a time. A child whose stream
   ended goes back to the process's :class:`StreamEngines` and is reused by the next stream
-  (its models are loaded); there are at most ``streams_per_process`` of them.
+  (its models are loaded); there are at most ``streams_per_process`` of them. The app
+  starts ``stream_engines_warm`` of them at start-up (``StreamEngines.warm_up``), so the
+  first streams do not run in the API process while a child loads.
 - **Frames through shared memory**: per stream two ``multiprocessing.shared_memory``
   buffers (camera frame in, swapped frame out), sized for the policy's
   ``max_output_resolution`` (the camera frame is scaled to fit it in the API process
@@ -315,7 +317,13 @@ class StreamEngines:
     starting: list[EngineChild] = field(default_factory=list)
     retired_cpu: float = 0.0
     closed: bool = False
+    #: children being started ahead of any stream (:meth:`warm_up`): a stream that finds
+    #: no idle child waits for one of them rather than loading a second engine beside it
+    warming: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)  # a warming child is ready or gone
 
     def cpu_seconds(self) -> float:
         """The CPU seconds of every child this pool ran (those gone: as last read)."""
@@ -325,10 +333,13 @@ class StreamEngines:
         return retired + sum(child.cpu_seconds() for child in children)
 
     def acquire(self) -> EngineChild:
-        """An idle child, else a new one (blocks while it loads the engine: the stream is
-        swapped in the API process meanwhile). No spare is started ahead: loading one takes
-        a core for seconds, which a running stream would pay for in its latency."""
+        """An idle child (one warming up: when it is ready), else a new one (blocks while it
+        loads the engine: the stream is swapped in the API process meanwhile). No spare is
+        started beside a running stream: loading one takes a core for seconds, which the
+        stream would pay for in its latency; :meth:`warm_up` starts them before any."""
         child = self._take_idle()
+        if child is None and self._wait_for_warming():
+            child = self._take_idle()
         if child is not None:
             return child
         child = self._spawn()
@@ -338,6 +349,41 @@ class StreamEngines:
             self.release(child, healthy=False)
             raise EngineChildLost("the server is stopping")
         return child
+
+    def warm_up(self, count: int) -> int:
+        """Start ``count`` children one after the other and keep them idle for the first
+        streams (the app's start-up, in a thread of its own: no stream pays for their
+        loading); how many started. One that fails is logged and ends the warm-up: a stream
+        then starts its own child as without one."""
+        started = 0
+        for _ in range(count):
+            with self.lock:
+                if self.closed:
+                    break
+                self.warming += 1
+            try:
+                child = self._spawn()
+            except EngineChildLost as exc:
+                self._warmed()
+                log.warning("stream.engine_warm_up_failed", error=str(exc))
+                break
+            self.release(child, healthy=True)  # idle before it stops counting as warming
+            self._warmed()
+            started += 1
+        return started
+
+    def _warmed(self) -> None:
+        with self.changed:
+            self.warming -= 1
+            self.changed.notify_all()
+
+    def _wait_for_warming(self) -> bool:
+        """Wait while a child is warming up and none is idle; True when one is idle."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: self.closed or self.idle or not self.warming, START_SECONDS
+            )
+            return bool(self.idle)
 
     def _take_idle(self) -> EngineChild | None:
         with self.lock:
@@ -404,10 +450,11 @@ class StreamEngines:
 
     def close(self) -> None:
         """Stop every child (the app's shutdown; streams have ended first)."""
-        with self.lock:
+        with self.changed:
             self.closed = True
             children = [*self.idle, *self.busy, *self.starting]
             self.idle, self.busy = [], []
+            self.changed.notify_all()
         for child in children:
             child.stop()
 

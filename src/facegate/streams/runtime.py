@@ -1,12 +1,15 @@
 """The streams as a background service of the app: at start-up, and every checkpoint
 interval after, the streams whose process died are ended (``sweep_lost_streams``: usage as
-of their last heartbeat, ``stream.end``); at shutdown every live stream of this process
-ends (``server-stopping``), so each is metered and audited and its client told."""
+of their last heartbeat, ``stream.end``); at start-up ``stream_engines_warm`` engine children
+are started in the background for the first streams (facegate.streams.engines); at
+shutdown every live stream of this process ends (``server-stopping``), so each is metered
+and audited and its client told."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,6 +18,7 @@ import structlog
 from facegate.database import session_scope
 from facegate.observability import metrics
 from facegate.state import AppState
+from facegate.streams.engines import StreamEngines
 from facegate.streams.service import LOST, LostStream, sweep_lost_streams
 
 log = structlog.get_logger("facegate.streams")
@@ -46,8 +50,34 @@ async def _sweeping(state: AppState) -> None:
         await asyncio.sleep(every)
 
 
+def process_engines(state: AppState) -> StreamEngines | None:
+    """This process's engine children (made on first use; their CPU is the streams'), or
+    None when streams run their engine in a thread (``stream_engine_process`` off)."""
+    if state.settings.stream_engine_process and state.stream_engines is None:
+        made = state.stream_engines = StreamEngines(state.settings)
+        state.streams.cpu.count_cpu(made.cpu_seconds)
+    engines: StreamEngines | None = state.stream_engines
+    return engines
+
+
+def warm_engines(state: AppState) -> threading.Thread | None:
+    """Start the process's warm engine children in a thread of their own (None: none to
+    start)."""
+    settings = state.settings
+    count = min(settings.stream_engines_warm, settings.streams_per_process)
+    engines = process_engines(state) if count > 0 else None
+    if engines is None:
+        return None
+    thread = threading.Thread(
+        target=engines.warm_up, args=(count,), name="stream-engines-warm", daemon=True
+    )
+    thread.start()
+    return thread
+
+
 @asynccontextmanager
 async def streams_service(state: AppState) -> AsyncIterator[None]:
+    warm_engines(state)
     sweeper = asyncio.get_running_loop().create_task(_sweeping(state))
     try:
         yield
