@@ -19,10 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 from clusterkit import FACEGATE, Cluster, add_jobs, add_tenants, free_port, wait_for
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from tests.testdata import FACES
 
 from facegate.database import create_engine_from_url, create_session_factory, migrate, session_scope
+from facegate.jobs.tables import WorkerRecord
 from facegate.tenancy.schemas import KeyCreate
 from facegate.tenancy.service import TenancyService
 
@@ -126,14 +127,12 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def worker_children(pid: int) -> dict[int, int]:
-    """serve's worker children (pid -> nice): those that registered a worker heartbeat."""
-    return {
-        child: nice_of(child)
-        for child in children_of(pid)
-        if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()
-        and "resource_tracker" not in Path(f"/proc/{child}/cmdline").read_text()
-    }
+def worker_children(pid: int, engine: Engine) -> dict[int, int]:
+    """serve's worker children (pid -> nice): those that registered a worker heartbeat (serve
+    has other children: its warm stream engine, multiprocessing's resource tracker)."""
+    with engine.connect() as connection:
+        workers = set(connection.scalars(select(WorkerRecord.pid)))
+    return {child: nice_of(child) for child in children_of(pid) if child in workers}
 
 
 @pytest.mark.slow
@@ -143,17 +142,23 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     serve, url, base = serve_with_children(tmp_path, cluster)
     engine = create_engine_from_url(url)
     try:
-        # The children lower their priority first thing: the general one to 19, the lane
-        # to 10 (serve runs live streams: Settings.stream_job_nice).
-        wait_for(
-            lambda: sorted(worker_children(serve.pid).values()) == [10, 19],
-            60,
-            "two worker children, at nice 19 and 10",
-        )
-        heavy_cap_full(cluster, engine)
-        key = light_key(engine)
+        lanes_and_restart(tmp_path, serve, base, cluster, engine)
     finally:
         engine.dispose()
+
+
+def lanes_and_restart(
+    tmp_path: Path, serve: subprocess.Popen[bytes], base: str, cluster: Cluster, engine: Engine
+) -> None:
+    # The children lower their priority first thing: the general one to 19, the lane
+    # to 10 (serve runs live streams: Settings.stream_job_nice).
+    wait_for(
+        lambda: sorted(worker_children(serve.pid, engine).values()) == [10, 19],
+        60,
+        "two worker children, at nice 19 and 10",
+    )
+    heavy_cap_full(cluster, engine)
+    key = light_key(engine)
     # Through the API: serve's submission wakes its children at once (the lane's poll is
     # 5 s here, so only the wake-up can start the job sooner).
     sent = time.time()
@@ -171,19 +176,20 @@ def test_serve_runs_its_workers_as_children_with_a_short_lane(
     wait_for(lambda: started(cluster, light) is not None, 10, "the light job")
     assert (started(cluster, light) or 0) - sent < 2.0
     # A child that dies (the OOM killer's SIGKILL) is started again, and said so in the log.
-    (lane,) = [pid for pid, nice in worker_children(serve.pid).items() if nice == 10]
+    (lane,) = [pid for pid, nice in worker_children(serve.pid, engine).items() if nice == 10]
     os.kill(lane, signal.SIGKILL)
     wait_for(
         lambda: (
-            sorted(worker_children(serve.pid).values()) == [10, 19]
-            and lane not in worker_children(serve.pid)
+            sorted(worker_children(serve.pid, engine).values()) == [10, 19]
+            and lane not in worker_children(serve.pid, engine)
         ),
         60,
         "the short lane started again",
     )
     assert "workers.child_died" in (tmp_path / "serve.log").read_text()
-    # The parent killed outright: its children notice and stop (jobs go back to the queue).
-    children = list(worker_children(serve.pid))
+    # The parent killed outright: its children (the warm stream engine too) notice and stop
+    # (jobs go back to the queue).
+    children = children_of(serve.pid)
     os.kill(serve.pid, signal.SIGKILL)
     serve.wait()
     wait_for(lambda: not any(Path(f"/proc/{c}").exists() for c in children), 20, "children gone")

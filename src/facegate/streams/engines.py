@@ -365,7 +365,8 @@ class StreamEngines:
                 child = self._spawn()
             except EngineChildLost as exc:
                 self._warmed()
-                log.warning("stream.engine_warm_up_failed", error=str(exc))
+                if not self.closed:  # else the app stopped while it loaded: nothing failed
+                    log.warning("stream.engine_warm_up_failed", error=str(exc))
                 break
             self.release(child, healthy=True)  # idle before it stops counting as warming
             self._warmed()
