@@ -9,7 +9,7 @@ and PostgreSQL always have the same schema.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
@@ -20,7 +20,19 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import DateTime, Dialect, Engine, MetaData, create_engine, event, text
+from sqlalchemy import (
+    DateTime,
+    Dialect,
+    Engine,
+    Insert,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+    insert,
+    inspect,
+    text,
+)
 from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -164,6 +176,53 @@ def session_scope(factory: SessionFactory, *, read_only: bool = False) -> Iterat
         raise
     finally:
         session.close()
+
+
+_INSERTS: dict[Table, Insert] = {}
+
+
+def insert_rows(session: Session, rows: Sequence[Any]) -> None:
+    """Insert new mapped objects in ``session``'s transaction with Core INSERTs, one
+    statement per table in the order the tables first appear (several rows of a table go
+    in one executemany), instead of the unit of work's flush (~3x its CPU for one row).
+
+    For rows nothing reads back through the session (a submitted job and its ledger rows):
+    the objects stay transient (not in the session, no identity), with every column's
+    Python-side default (``default=``) set on them, so they read as a flushed object
+    would. A column with only a server-side default is refused, as are objects already in
+    a session."""
+    by_table: dict[Table, list[dict[str, Any]]] = {}
+    for row in rows:
+        state = inspect(row)
+        if not state.transient:
+            raise ValueError(f"insert_rows takes new objects only, not {row!r}")
+        values: dict[str, Any] = {}
+        given = row.__dict__
+        for prop in state.mapper.column_attrs:
+            column = prop.columns[0]
+            if prop.key in given:
+                value = given[prop.key]
+            else:
+                default = column.default
+                if default is None:
+                    if column.server_default is not None:
+                        raise ValueError(f"{column} has a server-side default only")
+                    value = None
+                elif default.is_scalar:
+                    value = default.arg
+                elif default.is_callable:
+                    value = default.arg(None)
+                else:
+                    raise ValueError(f"{column}'s default is not a Python value")
+                setattr(row, prop.key, value)
+            values[column.key] = value
+        by_table.setdefault(state.mapper.local_table, []).append(values)
+    connection = session.connection()
+    for table, params in by_table.items():
+        statement = _INSERTS.get(table)
+        if statement is None:
+            statement = _INSERTS[table] = insert(table)
+        connection.execute(statement, params[0] if len(params) == 1 else params)
 
 
 def alembic_config(url: str) -> Any:
