@@ -214,7 +214,9 @@ def insert_rows(session: Session, rows: Sequence[Any]) -> None:
                     value = default.arg(None)
                 else:
                     raise ValueError(f"{column}'s default is not a Python value")
-                setattr(row, prop.key, value)
+                # Straight into the instance's dict: a transient object that no session
+                # will flush needs no change history (setattr's instrumentation cost).
+                given[prop.key] = value
             values[column.key] = value
         by_table.setdefault(state.mapper.local_table, []).append(values)
     connection = session.connection()

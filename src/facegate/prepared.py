@@ -67,7 +67,7 @@ class PreparedRead:
 
     def __init__(self, statement: Select[Any]) -> None:
         self.statement = statement
-        self.Row: Any = namedtuple("Row", list(statement.selected_columns.keys()))  # type: ignore[misc]
+        self.Row: Any = namedtuple("Row", list(statement.selected_columns.keys()), rename=True)  # type: ignore[misc]
         self._compiled: dict[str, _Compiled | None] = {}
 
     def _compile(self, dialect: Dialect) -> _Compiled | None:
