@@ -1,5 +1,5 @@
 """Prepared reads: a Core ``SELECT`` compiled once per database dialect and run on the
-driver's connection, for the hottest read of the API (the job poll).
+driver's connection, for the hottest reads of the API (the job poll, a submission's).
 
 Through a Core ``Connection`` one indexed single-row read costs ~80-200 µs of CPU (the
 statement cache lookup, the execution context, the result's metadata); through the driver
@@ -20,6 +20,15 @@ compares them column by column on both).
 - **PostgreSQL** (network I/O, never on the loop): in a worker thread on a pooled
   connection (pre-ping, reset on return and the breaker's gate as for every checkout);
   a driver error invalidates the connection and runs the read again through Core.
+
+In a request's own transaction (:meth:`PreparedRead.run_in`: a submission's policy stamp
+and its queue-cap-and-quota reading) the statement runs on the driver connection under the
+session's Core connection, in that transaction; a driver error is raised as SQLAlchemy's
+and nothing is run again (on PostgreSQL a failed statement aborts the transaction anyway).
+
+A statement binds its own literals (``status == "queued"``, SQLite's ``OFFSET 0``) as
+Core would; one whose SQL depends on its values (an expanding ``IN``, a literal-execute
+``LIMIT``) is never prepared: it runs through Core, decided before anything runs.
 
 Listeners of the engine's ``before_cursor_execute``/``after_cursor_execute`` events see a
 prepared read like any statement (with ``conn`` and ``context`` None): the breaker counts
