@@ -57,6 +57,7 @@ from PIL import Image
 from benchkit import FACES, bench_settings, like_a_facegate_process
 from facegate.api.app import create_app
 from facegate.database import session_scope
+from facegate.jobs.service import JobService
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -397,14 +398,18 @@ async def stage_costs(submits: int, target: bytes) -> None:
     from facegate.jobs import endpoints
 
     clock = StageClock()
-    patched = {
-        "request_inputs": clock.timed("  policy, options, workers", endpoints.request_inputs),
-        "prepare_job": clock.timed("step 2: decode", endpoints.prepare_job),
-        "store_inputs": clock.timed("step 2: store", endpoints.store_inputs),
-        "session_scope": clock.scopes(endpoints.session_scope),
+    # The names the route calls, looked up in its module's namespace when it runs.
+    originals = {
+        name: getattr(endpoints, name)
+        for name in ("request_inputs", "prepare_job", "store_inputs", "session_scope")
     }
-    precheck = endpoints.JobService.precheck
-    originals = {name: getattr(endpoints, name) for name in patched}
+    patched = {
+        "request_inputs": clock.timed("  policy, options, workers", originals["request_inputs"]),
+        "prepare_job": clock.timed("step 2: decode", originals["prepare_job"]),
+        "store_inputs": clock.timed("step 2: store", originals["store_inputs"]),
+        "session_scope": clock.scopes(originals["session_scope"]),
+    }
+    precheck = JobService.precheck
     async with bench_client({}) as (app, client, headers):
         files = {"target": ("t.jpg", target, "image/jpeg")}
         options = {"options": json.dumps({"processors": ["face_debugger"]})}
@@ -414,7 +419,7 @@ async def stage_costs(submits: int, target: bytes) -> None:
         try:
             for name, wrapped in patched.items():
                 setattr(endpoints, name, wrapped)
-            endpoints.JobService.precheck = clock.timed("  precheck", precheck)  # type: ignore[method-assign]
+            JobService.precheck = clock.timed("  precheck", precheck)  # type: ignore[method-assign]
             for number in range(submits + 5):
                 started = time.perf_counter()
                 response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
@@ -430,7 +435,7 @@ async def stage_costs(submits: int, target: bytes) -> None:
         finally:
             for name, original in originals.items():
                 setattr(endpoints, name, original)
-            endpoints.JobService.precheck = precheck  # type: ignore[method-assign]
+            JobService.precheck = precheck  # type: ignore[method-assign]
             await bare_client.aclose()
         spent = clock_layers(app)
         cpu = time.process_time()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, bindparam, column, event, select, table
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from tests.jobs.jobfactories import create_database, create_job, create_tenant, drop_database
 
 from facegate.database import (
@@ -312,3 +312,32 @@ def test_insert_rows_inserts_what_a_flush_would(engine: Engine) -> None:
         found = session.get(StoredObject, ledger.key)
         assert found is not None
         assert (found.size_bytes, found.created_at) == (12, ledger.created_at)
+
+
+def test_insert_rows_raises_a_duplicate_as_core_does(engine: Engine) -> None:
+    """Two racing submissions with one Idempotency-Key: the loser's INSERT is SQLAlchemy's
+    IntegrityError (what the submit route catches), several rows of a table in one
+    executemany."""
+    with session_scope(create_session_factory(engine)) as session:
+        create_tenant(session, "acme")
+
+    def ledger(key: str) -> StoredObject:
+        return StoredObject(
+            key=key,
+            tenant_id="acme",
+            kind="inputs",
+            job_id=uuid.uuid4(),
+            name="target",
+            content_type="image/jpeg",
+            size_bytes=1,
+        )
+
+    with session_scope(create_session_factory(engine)) as session:
+        with executions(engine) as seen:
+            insert_rows(session, [ledger("a"), ledger("b")])
+        assert len([one for one in seen if "INSERT" in one]) == 1
+    factory = create_session_factory(engine)
+    with session_scope(factory) as session, pytest.raises(IntegrityError):
+        insert_rows(session, [ledger("b")])
+    with session_scope(factory, read_only=True) as session:
+        assert session.get(StoredObject, "b") is not None

@@ -41,7 +41,7 @@ SUBMISSION = [
     # from both moments ago: facegate.jobs.room)
     ("BEGIN", ""),  # step 3, the write lock
     ("SELECT", "jobs+stored_objects"),  # the queue cap and the quota, one statement
-    ("INSERT", "jobs"),  # the job and its inputs' ledger rows: Core INSERTs, one a table
+    ("INSERT", "jobs"),  # the job and its inputs' ledger rows: one INSERT a table
     ("INSERT", "stored_objects"),
 ]
 #: Near its cap: step 1 reads both too (a refused request decodes nothing).
