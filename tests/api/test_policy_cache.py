@@ -110,6 +110,25 @@ async def test_a_tenant_suspended_elsewhere_is_refused_on_the_next_submission(
         assert (await submit(h.client, headers, target)).status_code == 202
 
 
+async def test_a_tenant_being_erased_elsewhere_is_refused_as_before(
+    make_client: Any, database: dict[str, Any]
+) -> None:
+    """A stamp of a tenant being erased goes the uncached way, which refuses it (409), as
+    without the cache; once active again its submissions pass."""
+    async with make_client(**database) as h:
+        h.create_tenant("acme", **DEBUG_TENANT_POLICY)
+        headers = h.headers("acme")
+        target = photo()
+        assert (await submit(h.client, headers, target)).status_code == 202
+        with another_process(h.state) as session:
+            session.execute(update(Tenant).where(Tenant.id == "acme").values(status="erasing"))
+        erasing = await submit(h.client, headers, target)
+        assert erasing.status_code == 409, erasing.text
+        with another_process(h.state) as session:
+            session.execute(update(Tenant).where(Tenant.id == "acme").values(status="active"))
+        assert (await submit(h.client, headers, target)).status_code == 202
+
+
 async def test_the_kept_policy_is_a_copy_no_session_holds(
     make_client: Any, database: dict[str, Any]
 ) -> None:
