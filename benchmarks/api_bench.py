@@ -20,8 +20,15 @@ measures metrics+logging with the log actually rendered.) ``--layers`` prints th
 each ASGI layer of the app spends on a GET and on a POST, outside the layers it wraps (the
 router's share is routing, dependencies and the route).
 
+``--stages`` prints, instead, where a submission's milliseconds go: the submit route's
+stages timed inside the app (step 1's read transaction and, within it, the policy and
+options and the precheck; step 2's decode and store; step 3's write transaction), the rest
+(HTTP, middleware, multipart parsing, authentication, the answer, the in-process client)
+beside the same upload to a bare endpoint, and the CPU of the middleware, the router and
+the client.
+
     .venv/bin/python benchmarks/api_bench.py [--requests 2000] [--submits 100] [--breakdown]
-        [--layers]
+        [--layers] [--stages]
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import itertools
 import json
 import logging
 import statistics
@@ -49,6 +57,7 @@ from PIL import Image
 from benchkit import FACES, bench_settings, like_a_facegate_process
 from facegate.api.app import create_app
 from facegate.database import session_scope
+from facegate.jobs.service import JobService
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
 
@@ -327,9 +336,151 @@ async def run_variant(
     )
 
 
-async def main(requests: int, submits: int, breakdown: bool, layers: bool) -> None:
+class StageClock:
+    """Wall milliseconds of each stage of the submit route, per submission: the route's own
+    calls (``facegate.jobs.endpoints``' names) wrapped with timers while it runs."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, list[float]] = defaultdict(list)
+        self._now: dict[str, float] = {}
+
+    def add(self, stage: str, seconds: float) -> None:
+        self._now[stage] = self._now.get(stage, 0.0) + seconds * 1000
+
+    def end_request(self, total_ms: float) -> None:
+        for stage, ms in self._now.items():
+            self.spent[stage].append(ms)
+        self.spent["total (client's wall)"].append(total_ms)
+        self._now = {}
+
+    def timed(self, stage: str, function: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.add(stage, time.perf_counter() - started)
+
+        return call
+
+    def scopes(self, original: Any) -> Any:
+        """``session_scope`` timed as a whole: step 1's read transaction or step 3's write
+        transaction (BEGIN to COMMIT, what runs inside included)."""
+
+        @contextmanager
+        def scope(factory: Any, *, read_only: bool = False) -> Iterator[Any]:
+            started = time.perf_counter()
+            try:
+                with original(factory, read_only=read_only) as session:
+                    yield session
+            finally:
+                name = "step 1: read transaction" if read_only else "step 3: write transaction"
+                self.add(name, time.perf_counter() - started)
+
+        return scope
+
+
+STAGES = (
+    # (name, what it times) in the order a submission runs them
+    ("step 1: read transaction", "BEGIN .. COMMIT, all of step 1"),
+    ("  policy, options, workers", "request_inputs: the policy (stamp), options, budgets"),
+    ("  precheck", "JobService.precheck: idempotency, rules, queue cap and quota"),
+    ("step 2: decode", "prepare_job: the target's full decode, cost estimate"),
+    ("step 2: store", "store_inputs: the input object written"),
+    ("step 3: write transaction", "BEGIN IMMEDIATE .. COMMIT: room again, the INSERTs"),
+)
+
+
+async def stage_costs(submits: int, target: bytes) -> None:
+    """Where a submission's milliseconds go: the route's stages timed inside the app, the
+    rest (HTTP, middleware, multipart parsing, authentication, the answer, the client) as
+    the difference, beside the same upload to a bare endpoint and the CPU of the layers."""
+    from facegate.jobs import endpoints
+
+    clock = StageClock()
+    # The names the route calls, looked up in its module's namespace when it runs.
+    originals = {
+        name: getattr(endpoints, name)
+        for name in ("request_inputs", "prepare_job", "store_inputs", "session_scope")
+    }
+    patched = {
+        "request_inputs": clock.timed("  policy, options, workers", originals["request_inputs"]),
+        "prepare_job": clock.timed("step 2: decode", originals["prepare_job"]),
+        "store_inputs": clock.timed("step 2: store", originals["store_inputs"]),
+        "session_scope": clock.scopes(originals["session_scope"]),
+    }
+    precheck = JobService.precheck
+    async with bench_client({}) as (app, client, headers):
+        files = {"target": ("t.jpg", target, "image/jpeg")}
+        options = {"options": json.dumps({"processors": ["face_debugger"]})}
+        bare_transport = httpx.ASGITransport(app=bare_app())
+        bare_client = httpx.AsyncClient(transport=bare_transport, base_url="http://bare")
+        bare = Samples()
+        try:
+            for name, wrapped in patched.items():
+                setattr(endpoints, name, wrapped)
+            JobService.precheck = clock.timed("  precheck", precheck)  # type: ignore[method-assign]
+            for number in range(submits + 5):
+                started = time.perf_counter()
+                response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
+                assert response.status_code == 202, response.text
+                total = (time.perf_counter() - started) * 1000
+                if number >= 5:
+                    clock.end_request(total)
+                else:
+                    clock._now = {}
+                with bare.timed(number < 5):
+                    answer = await bare_client.post("/uploads", files=files, data=options)
+                assert answer.status_code == 202, answer.text
+        finally:
+            for name, original in originals.items():
+                setattr(endpoints, name, original)
+            JobService.precheck = precheck  # type: ignore[method-assign]
+            await bare_client.aclose()
+        spent = clock_layers(app)
+        cpu = time.process_time()
+        for _ in range(submits):
+            response = await client.post("/v1/jobs", headers=headers, files=files, data=options)
+            assert response.status_code == 202, response.text
+        total_cpu = time.process_time() - cpu
+        app.middleware_stack = app.build_middleware_stack()
+    median = {stage: statistics.median(values) for stage, values in clock.spent.items()}
+    total = median.pop("total (client's wall)")
+    print(f"  POST /v1/jobs, {len(target) / 1024:.0f} KB JPEG, {submits} submissions: medians")
+    print(f"    {'total, as the client waits':34s} {total:6.2f} ms")
+    for stage, what in STAGES:
+        print(f"    {stage:34s} {median.get(stage, 0.0):6.2f} ms  {what}")
+    steps = sum(ms for stage, ms in median.items() if stage.startswith("step"))
+    print(
+        f"    {'the rest':34s} {total - steps:6.2f} ms  HTTP, middleware, multipart, "
+        "authentication, the answer, the client"
+    )
+    print(
+        f"    {'  the same upload, bare endpoint':34s} {statistics.median(bare.walls):6.2f} ms"
+        "  HTTP + multipart + client, nothing else"
+    )
+    names = list(spent)
+    router = names[-1]
+    layers = ", ".join(
+        f"{outer} {(spent[outer] - spent[inner]) / submits * 1e6:.0f} µs"
+        for outer, inner in itertools.pairwise(names)
+    )
+    middleware = (spent[names[0]] - spent[router]) / submits * 1000
+    client_cpu = (total_cpu - spent[names[0]]) / submits * 1000
+    print(f"    CPU: middleware {middleware:.2f} ms ({layers})")
+    print(
+        f"    CPU: router and route {spent[router] / submits * 1000:.2f} ms, "
+        f"client {client_cpu:.2f} ms"
+    )
+
+
+async def main(requests: int, submits: int, breakdown: bool, layers: bool, stages: bool) -> None:
     logging.disable(logging.INFO)
     target = image_of_about(100 * 1024)
+    if stages:
+        print("[where a submission's milliseconds go]")
+        await stage_costs(submits, target)
+        return
     names = list(VARIANTS) if breakdown else ["as configured"]
     for name in names:
         await run_variant(name, VARIANTS[name], requests, submits, target)
@@ -345,10 +496,13 @@ if __name__ == "__main__":
     parser.add_argument("--breakdown", action="store_true", help="also with layers switched off")
     parser.add_argument("--layers", action="store_true", help="also the CPU each layer spends")
     parser.add_argument(
+        "--stages", action="store_true", help="only: where a submission's milliseconds go"
+    )
+    parser.add_argument(
         "--default-allocator",
         action="store_true",
         help="keep glibc's allocator defaults (facegate processes tune them)",
     )
     args = parser.parse_args()
     print(like_a_facegate_process(args.default_allocator))
-    asyncio.run(main(args.requests, args.submits, args.breakdown, args.layers))
+    asyncio.run(main(args.requests, args.submits, args.breakdown, args.layers, args.stages))

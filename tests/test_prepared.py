@@ -8,23 +8,29 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, bindparam, column, event, select, table
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from tests.jobs.jobfactories import create_database, create_job, create_tenant, drop_database
 
 from facegate.database import (
     SINGLE_READS,
     create_engine_from_url,
     create_session_factory,
+    insert_rows,
     session_scope,
     utcnow,
 )
-from facegate.jobs.repository import JOB_VIEW_READ, JobRepository
-from facegate.prepared import ReadPath
+from facegate.jobs.repository import JOB_VIEW_READ, ROOM, ROOM_READ, JobRepository
+from facegate.jobs.tables import Job
+from facegate.prepared import PreparedRead, ReadPath
+from facegate.storage.tables import StoredObject
+from facegate.tenancy.tables import Tenant
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -206,3 +212,132 @@ def test_the_compiled_statement_is_the_scoped_one(engine: Engine) -> None:
         sql = str(JOB_VIEW_READ.statement.compile(dialect=connection.dialect))
     assert "jobs.tenant_id =" in sql
     assert "jobs.parent_id IS NULL" in sql
+
+
+@contextmanager
+def executions(engine: Engine) -> Iterator[list[str]]:
+    """The statements the engine's cursors run inside (Core's and prepared reads')."""
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_read_in_a_session_binds_the_statements_own_values_and_runs_once(
+    engine: Engine,
+) -> None:
+    """The queue-cap-and-quota reading binds literals of its own (the status, SQLite's
+    OFFSET 0, COALESCE's 0): on the driver they are bound as Core binds them, the statement
+    runs once, and its answer is Core's."""
+    a_finished_job(engine)
+    with session_scope(create_session_factory(engine)) as session:
+        create_job(session, "acme")
+        create_job(session, "acme")
+    params = {"tenant_id": "acme", "at_most": 10}
+    with session_scope(create_session_factory(engine), read_only=True) as session:
+        core = tuple(session.execute(ROOM, params).one())
+        with executions(engine) as seen:
+            row = ROOM_READ.run_in(session, params)
+        assert len(seen) == 1
+        assert tuple(row) == core
+        assert row[0] == 2  # the queued two, not the finished one
+
+
+def test_a_statement_that_cannot_be_prepared_runs_once_through_core(engine: Engine) -> None:
+    """An expanding IN list's SQL depends on its values: it is not tried on the driver
+    first (on PostgreSQL a failed driver statement would also abort the transaction)."""
+    job_id = a_finished_job(engine)
+    read = PreparedRead(
+        select(Job.id, Job.status).where(Job.id.in_(bindparam("ids", expanding=True)))
+    )
+    with session_scope(create_session_factory(engine), read_only=True) as session:
+        with executions(engine) as seen:
+            rows = read.run_in(session, {"ids": [job_id, uuid.uuid4()]}, every=True)
+        assert len(seen) == 1
+        assert [(row.id, row.status) for row in rows] == [(job_id, "succeeded")]
+    assert read.prepared_for(engine.dialect) is None
+
+
+def test_a_failed_read_in_a_session_raises_as_core_does(engine: Engine) -> None:
+    """A driver error comes out as SQLAlchemy's (what the error handlers and callers of a
+    Core execution catch), and the session's transaction rolls back as for any."""
+    read = PreparedRead(
+        select(column("id")).select_from(table("no_such_table")).where(column("id") == 1)
+    )
+    factory = create_session_factory(engine)
+    with session_scope(factory, read_only=True) as session, pytest.raises(DBAPIError):
+        read.run_in(session, {})
+    assert read.prepared_for(engine.dialect) is not None  # tried on the driver, once
+
+
+def test_insert_rows_inserts_what_a_flush_would(engine: Engine) -> None:
+    """A job and its ledger row by Core INSERTs (one statement each): the rows read back
+    as the ORM would have written them, Python-side defaults included, and the objects
+    carry those defaults without being in the session."""
+    with session_scope(create_session_factory(engine)) as session:
+        create_tenant(session, "acme")
+    job = Job(tenant_id="acme", spec={"processors": ["face_debugger"]}, kind="image")
+    ledger = StoredObject(
+        key="tenants/acme/inputs/x/target",
+        tenant_id="acme",
+        kind="inputs",
+        job_id=uuid.uuid4(),
+        name="target",
+        content_type="image/jpeg",
+        size_bytes=12,
+    )
+    with session_scope(create_session_factory(engine)) as session:
+        with executions(engine) as seen:
+            insert_rows(session, [job, ledger])
+        assert [statement.split()[:3] for statement in seen if "INSERT" in statement] == [
+            ["INSERT", "INTO", "jobs"],
+            ["INSERT", "INTO", "stored_objects"],
+        ]
+        assert job not in session
+        assert (job.status, job.attempts, job.inputs) == ("queued", 0, [])
+        assert job.created_at.tzinfo is not None
+        with pytest.raises(ValueError, match="new objects only"):
+            insert_rows(session, [session.get(Tenant, "acme")])
+    with session_scope(create_session_factory(engine), read_only=True) as session:
+        stored = session.get(Job, job.id)
+        assert stored is not None
+        for column in Job.__table__.columns:
+            assert getattr(stored, column.key) == getattr(job, column.key), column.key
+        found = session.get(StoredObject, ledger.key)
+        assert found is not None
+        assert (found.size_bytes, found.created_at) == (12, ledger.created_at)
+
+
+def test_insert_rows_raises_a_duplicate_as_core_does(engine: Engine) -> None:
+    """Two racing submissions with one Idempotency-Key: the loser's INSERT is SQLAlchemy's
+    IntegrityError (what the submit route catches), several rows of a table in one
+    executemany."""
+    with session_scope(create_session_factory(engine)) as session:
+        create_tenant(session, "acme")
+
+    def ledger(key: str) -> StoredObject:
+        return StoredObject(
+            key=key,
+            tenant_id="acme",
+            kind="inputs",
+            job_id=uuid.uuid4(),
+            name="target",
+            content_type="image/jpeg",
+            size_bytes=1,
+        )
+
+    with session_scope(create_session_factory(engine)) as session:
+        with executions(engine) as seen:
+            insert_rows(session, [ledger("a"), ledger("b")])
+        assert len([one for one in seen if "INSERT" in one]) == 1
+    factory = create_session_factory(engine)
+    with session_scope(factory) as session, pytest.raises(IntegrityError):
+        insert_rows(session, [ledger("b")])
+    with session_scope(factory, read_only=True) as session:
+        assert session.get(StoredObject, "b") is not None

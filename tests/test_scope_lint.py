@@ -38,11 +38,12 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
         "tenancy/repository.py",
         {"keys_of", "get_key_for_authentication", "touch_key"},
     ),
-    # retention_days: the purge runs across tenants.
-    "Policy": ("tenancy/repository.py", {"policy_of", "retention_days"}),
+    # retention_days: the purge runs across tenants. policy_stamp: one tenant's, by the
+    # bound tenant id (a submission's check of its cached policy).
+    "Policy": ("tenancy/repository.py", {"policy_of", "retention_days", "policy_stamp"}),
     "Tenant": (
         "tenancy/repository.py",
-        {"get_tenant", "list_tenants", "get_key_for_authentication"},
+        {"get_tenant", "list_tenants", "get_key_for_authentication", "policy_stamp"},
     ),
     "LibraryFace": ("library/repository.py", {"readable_statement"}),
     "JobTemplate": ("templates/repository.py", {"readable_statement"}),

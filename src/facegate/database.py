@@ -9,7 +9,7 @@ and PostgreSQL always have the same schema.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
@@ -20,9 +20,21 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import DateTime, Dialect, Engine, MetaData, create_engine, event, text
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    MetaData,
+    Table,
+    create_engine,
+    event,
+    insert,
+    inspect,
+    text,
+)
 from sqlalchemy.engine import ExceptionContext, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -164,6 +176,117 @@ def session_scope(factory: SessionFactory, *, read_only: bool = False) -> Iterat
         raise
     finally:
         session.close()
+
+
+class _DriverInsert:
+    """``INSERT INTO table (every column) VALUES (...)`` compiled once per dialect, run on
+    the driver connection under a session's Core connection with SQLAlchemy's own bind
+    processors of each column's type (what a Core execution applies): ~1/4 of a Core
+    execution's CPU. The engine's ``before/after_cursor_execute`` listeners see it (with
+    ``conn`` and ``context`` None); a driver error is raised as SQLAlchemy's
+    (``IntegrityError`` and its kin)."""
+
+    def __init__(self, table: Table, dialect: Dialect) -> None:
+        keys = [column.key for column in table.columns]
+        compiled = insert(table).compile(dialect=dialect, column_keys=keys)
+        self.sql = compiled.string
+        processors = {
+            column.key: column.type.dialect_impl(dialect).bind_processor(dialect)
+            for column in table.columns
+        }
+        names = {bind.key: compiled.bind_names[bind] for bind in compiled.binds.values()}
+        # (column key, the statement's parameter name, its bind processor) in the
+        # statement's order; a qmark statement takes a tuple in that order.
+        order = list(compiled.positiontup or []) if compiled.positional else list(names.values())
+        by_name = {name: key for key, name in names.items()}
+        self.columns = [(by_name[name], name, processors[by_name[name]]) for name in order]
+        self.positional = bool(compiled.positional)
+
+    def parameters(self, values: dict[str, Any]) -> Any:
+        bound = [
+            (name, value if process is None or value is None else process(value))
+            for key, name, process in self.columns
+            for value in (values[key],)
+        ]
+        if self.positional:
+            return tuple(value for _name, value in bound)
+        return dict(bound)
+
+    def run(self, connection: Connection, rows: list[dict[str, Any]]) -> None:
+        engine = connection.engine
+        parameters = [self.parameters(values) for values in rows]
+        many = len(parameters) > 1
+        dbapi = engine.dialect.loaded_dbapi
+        cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            sent: Any = parameters if many else parameters[0]
+            dispatch = engine.dispatch
+            for listener in dispatch.before_cursor_execute:
+                listener(None, cursor, self.sql, sent, None, many)
+            try:
+                if many:
+                    cursor.executemany(self.sql, parameters)
+                else:
+                    cursor.execute(self.sql, parameters[0])
+            except dbapi.Error as exc:
+                raise DBAPIError.instance(
+                    self.sql, sent, exc, dbapi.Error, dialect=engine.dialect
+                ) from exc
+            for listener in dispatch.after_cursor_execute:
+                listener(None, cursor, self.sql, sent, None, many)
+        finally:
+            cursor.close()
+
+
+_INSERTS: dict[tuple[Table, str], _DriverInsert] = {}
+
+
+def insert_rows(session: Session, rows: Sequence[Any]) -> None:
+    """Insert new mapped objects in ``session``'s transaction, one INSERT per table in the
+    order the tables first appear (several rows of a table in one executemany), compiled
+    once and run on the driver connection under the session's (:class:`_DriverInsert`),
+    instead of the unit of work's flush (~5x the CPU for one row).
+
+    For rows nothing reads back through the session (a submitted job and its ledger rows):
+    the objects stay transient (not in the session, no identity), with every column's
+    Python-side default (``default=``) set on them, so they read as a flushed object
+    would. A column with only a server-side default is refused, as are objects already in
+    a session."""
+    by_table: dict[Table, list[dict[str, Any]]] = {}
+    for row in rows:
+        state = inspect(row)
+        if not state.transient:
+            raise ValueError(f"insert_rows takes new objects only, not {row!r}")
+        values: dict[str, Any] = {}
+        given = row.__dict__
+        for prop in state.mapper.column_attrs:
+            column = prop.columns[0]
+            if prop.key in given:
+                value = given[prop.key]
+            else:
+                default = column.default
+                if default is None:
+                    if column.server_default is not None:
+                        raise ValueError(f"{column} has a server-side default only")
+                    value = None
+                elif default.is_scalar:
+                    value = default.arg
+                elif default.is_callable:
+                    value = default.arg(None)
+                else:
+                    raise ValueError(f"{column}'s default is not a Python value")
+                # Straight into the instance's dict: a transient object that no session
+                # will flush needs no change history (setattr's instrumentation cost).
+                given[prop.key] = value
+            values[column.key] = value
+        by_table.setdefault(state.mapper.local_table, []).append(values)
+    connection = session.connection()
+    dialect = connection.dialect
+    for table, params in by_table.items():
+        statement = _INSERTS.get((table, dialect.name))
+        if statement is None:
+            statement = _INSERTS[(table, dialect.name)] = _DriverInsert(table, dialect)
+        statement.run(connection, params)
 
 
 def alembic_config(url: str) -> Any:

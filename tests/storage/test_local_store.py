@@ -123,6 +123,36 @@ def test_symlink_escape_refused(tmp_path: Path) -> None:
         store.get("tenants/link")
 
 
+def test_a_symlink_into_another_tenants_folder_is_refused(tmp_path: Path) -> None:
+    """Inside the root, but outside the key's tenant: a link from one tenant's folder to
+    another's is not followed (reads, writes, deletes), whichever component it is."""
+    store = LocalStore(tmp_path / "root")
+    store.put("tenants/other/inputs/j1/target", b"the other tenant's")
+    root = tmp_path / "root"
+    (root / "tenants" / "acme" / "inputs").mkdir(parents=True)
+    os.symlink(root / "tenants" / "other" / "inputs" / "j1", root / "tenants/acme/inputs/j1")
+    os.symlink(root / "tenants" / "other", root / "tenants" / "acme" / "outputs")
+    for key in ("tenants/acme/inputs/j1/target", "tenants/acme/outputs/inputs/j1/target"):
+        for call in (store.get, store.exists, store.size, store.delete):
+            with pytest.raises(InvalidKey, match="tenant"):
+                call(key)
+        with pytest.raises(InvalidKey):
+            store.put(key.replace("target", "planted"), b"x")
+    assert store.get("tenants/other/inputs/j1/target") == b"the other tenant's"
+    assert not (root / "tenants/other/inputs/j1/planted").exists()
+
+
+def test_a_symlink_within_the_tenants_folder_is_followed(tmp_path: Path) -> None:
+    """A link is checked, not refused: one that stays in its tenant's folder is read."""
+    store = LocalStore(tmp_path / "root")
+    store.put("tenants/acme/inputs/j1/target", b"ours")
+    jobs = tmp_path / "root" / "tenants" / "acme" / "inputs"
+    os.symlink(jobs / "j1", jobs / "j2")
+    assert store.get("tenants/acme/inputs/j2/target") == b"ours"
+    store.put("tenants/acme/inputs/j2/source-0", b"also ours")
+    assert (jobs / "j1" / "source-0").read_bytes() == b"also ours"
+
+
 def test_root_itself_is_not_an_object(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "root")
     (tmp_path / "root" / "a").mkdir()

@@ -14,14 +14,27 @@ from fastapi import UploadFile
 from sqlalchemy.orm import Session
 
 from facegate.api.uploads import read_upload
-from facegate.jobs.capacity import memory_limit
+from facegate.jobs.capacity import limit_of, live_cutoff, live_workers
+from facegate.jobs.tables import WorkerRecord
 from facegate.models.installed import installation_model_store
+from facegate.prepared import PreparedRead
 from facegate.principal import Principal
 from facegate.provenance.endpoints import installation_keys
 from facegate.state import AppState
 from facegate.storage.tenant import TenantStore
 from facegate.takedown.service import check_sources
 from facegate.templates.submission import SubmissionInputs, resolve_inputs
+from facegate.tenancy.policycache import STAMP, policy_cache
+
+#: A submission's first reading: its tenant's policy stamp, beside each live worker's
+#: tenants and memory budget (none: one row with NULL worker columns), on the driver.
+TENANT_AND_WORKERS = PreparedRead(
+    STAMP.add_columns(
+        WorkerRecord.id.label("worker_id"),
+        WorkerRecord.tenants.label("worker_tenants"),
+        WorkerRecord.memory_budget_bytes.label("worker_budget"),
+    ).outerjoin(WorkerRecord, live_workers())
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,15 @@ def request_inputs(
     the uploaded ``sources``; the saved faces' images stand in for them when the request or
     its template names faces."""
     settings = state.settings
+    # One statement: the stamp of the tenant's policy (facegate.tenancy.policycache: the
+    # policy kept from an earlier submission stands while it is unchanged) and the live
+    # workers' memory budgets (facegate.jobs.capacity), a row per worker.
+    rows = TENANT_AND_WORKERS.run_in(
+        session, {"tenant_id": principal.tenant_id, "cutoff": live_cutoff()}, every=True
+    )
+    policy = policy_cache(state.engine).policy(
+        session, principal.tenant_id, rows[0] if rows else None
+    )
     asked = resolve_inputs(
         session,
         store,
@@ -64,6 +86,7 @@ def request_inputs(
         template=template,
         face_ids=face_ids or [],
         uploaded=bool(sources),
+        policy=policy,
     )
     uploaded = [read_upload(item, asked.policy.max_input_bytes) for item in sources or []]
     library = asked.library
@@ -76,5 +99,6 @@ def request_inputs(
         principal.tenant_id,
         chosen,
     )
-    limit = memory_limit(session, principal.tenant_id, state.worker_memory_budget)
+    workers = [(row.worker_tenants, row.worker_budget) for row in rows if row.worker_id]
+    limit = limit_of(workers, principal.tenant_id, state.worker_memory_budget)
     return RequestInputs(asked, chosen, limit)

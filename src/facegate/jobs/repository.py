@@ -149,12 +149,9 @@ class JobRepository:
         """A submission's two readings in one prebuilt statement: the tenant's queued jobs
         (counted up to ``at_most``, as :meth:`count_in_status`) and, with ``usage``, the
         bytes it stores (its quota's reading; None without)."""
-        statement = ROOM if usage else QUEUED
-        row = (
-            self.session.connection()
-            .execute(statement, {"tenant_id": tenant_id, "at_most": at_most})
-            .one()
-        )
+        read = ROOM_READ if usage else QUEUED_READ
+        # On the session's driver connection (facegate.prepared): one row, always.
+        row = read.run_in(self.session, {"tenant_id": tenant_id, "at_most": at_most})
         return int(row[0]), (int(row[1]) if usage else None)
 
     def count_queued_all_tenants(self) -> int:
@@ -319,3 +316,4 @@ _QUEUED_JOBS = (
 )
 QUEUED = select(func.count()).select_from(_QUEUED_JOBS)
 ROOM = select(QUEUED.scalar_subquery(), USAGE.scalar_subquery())
+QUEUED_READ, ROOM_READ = PreparedRead(QUEUED), PreparedRead(ROOM)

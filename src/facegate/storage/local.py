@@ -1,15 +1,17 @@
 """LocalStore: objects as files under one root folder (the embedded shape's storage).
 
 Two defences against path tricks: keys must match the strict key pattern (no ``..``, no
-absolute paths, no odd characters), and the resolved path — symlinks followed — must still
-lie inside the resolved root. A symlink planted inside the root that points elsewhere is
-refused rather than followed.
+absolute paths, no odd characters), and a path with a symlink on it is resolved (the link
+followed) and must still lie inside the resolved root and, for a tenant's key, inside that
+tenant's folder. A symlink planted inside the root that points elsewhere (another tenant's
+folder included) is refused rather than followed.
 """
 
 from __future__ import annotations
 
 import builtins
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -33,12 +35,37 @@ class LocalStore:
         root_path = Path(root)
         root_path.mkdir(parents=True, exist_ok=True)
         self.root = root_path.resolve(strict=True)
+        self._root_text = str(self.root)
 
     def _path(self, key: str) -> Path:
+        """The file of ``key``. Each existing component of its path is looked at with
+        ``lstat`` (down to the first that does not exist: nothing below it can be a
+        link): none a symlink, the path is the key's own, inside the root. Where one is,
+        the path is resolved (links followed) and must still lie inside the root and,
+        for a tenant's key (``tenants/<tenant>/...``), inside that tenant's folder. (A
+        ``Path.resolve`` on every call cost ~5x these checks.)"""
         check_key(key)
+        current = self._root_text
+        for part in key.split("/"):
+            current = f"{current}/{part}"
+            try:
+                mode = os.lstat(current).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            if stat.S_ISLNK(mode):
+                return self._resolved(key)
+        return Path(f"{self._root_text}/{key}")
+
+    def _resolved(self, key: str) -> Path:
+        """The path of a key with a symlink on it, resolved and checked."""
         path = (self.root / key).resolve(strict=False)
         if not path.is_relative_to(self.root) or path == self.root:
             raise InvalidKey(f"object key {key!r} resolves outside the storage root")
+        parts = key.split("/")
+        if len(parts) > 2 and parts[0] == "tenants":
+            folder = self.root / "tenants" / parts[1]
+            if not path.is_relative_to(folder) or path == folder:
+                raise InvalidKey(f"object key {key!r} resolves outside its tenant's folder")
         return path
 
     def put(self, key: str, data: bytes) -> int:
@@ -114,11 +141,11 @@ class LocalStore:
         found = []
         for key in self.list(prefix):
             try:
-                stat = (self.root / key).stat()
+                info = (self.root / key).stat()
             except FileNotFoundError:
                 continue  # deleted since the listing
-            modified = datetime.fromtimestamp(stat.st_mtime, UTC)
-            found.append(ObjectInfo(key, stat.st_size, modified))
+            modified = datetime.fromtimestamp(info.st_mtime, UTC)
+            found.append(ObjectInfo(key, info.st_size, modified))
         return found
 
     def size(self, key: str) -> int:

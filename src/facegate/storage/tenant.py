@@ -184,22 +184,29 @@ class TenantStore:
         caller checked the quota in this transaction); ``flush=False`` leaves the insert
         to the caller's next flush."""
         ledger = StoredObjectRepository(session)
-        now = utcnow()
-        for ref in refs:
-            ledger.add(
-                StoredObject(
-                    key=ref.key,
-                    tenant_id=ref.tenant_id,
-                    kind=ref.kind,
-                    job_id=ref.job_id,
-                    name=ref.name,
-                    content_type=ref.content_type,
-                    size_bytes=ref.size_bytes,
-                    created_at=now,
-                )
-            )
+        for row in self.ledger_rows(refs):
+            ledger.add(row)
         if flush:
             session.flush()
+
+    @staticmethod
+    def ledger_rows(refs: Iterable[ObjectRef]) -> list[StoredObject]:
+        """The new ledger rows of objects :meth:`write_new` wrote, for the caller to insert
+        (:meth:`record`, or ``database.insert_rows`` beside the job's row)."""
+        now = utcnow()
+        return [
+            StoredObject(
+                key=ref.key,
+                tenant_id=ref.tenant_id,
+                kind=ref.kind,
+                job_id=ref.job_id,
+                name=ref.name,
+                content_type=ref.content_type,
+                size_bytes=ref.size_bytes,
+                created_at=now,
+            )
+            for ref in refs
+        ]
 
     def get(self, tenant_id: str, kind: Kind, job_id: uuid.UUID, name: str) -> bytes:
         return self.store.get(build_key(tenant_id, kind, job_id, name))

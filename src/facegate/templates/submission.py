@@ -45,16 +45,19 @@ def resolve_inputs(
     template: str | None,
     face_ids: Sequence[uuid.UUID],
     uploaded: bool,
+    policy: Policy | None = None,
 ) -> SubmissionInputs:
     """``template`` (id or name) brings the options and, when it names some, the faces;
-    ``uploaded``: the request sends source images of its own."""
+    ``uploaded``: the request sends source images of its own; ``policy``: the tenant's,
+    read by the caller (else read here)."""
     used = None
     if template is not None:
         used = TemplateService(session).for_submission(
             principal, template, options=options, sources_given=uploaded or bool(face_ids)
         )
         options, face_ids = used.options, used.face_ids or face_ids
-    policy = TenancyService(session).get_policy(principal.tenant_id)
+    if policy is None:
+        policy = TenancyService(session).get_policy(principal.tenant_id)
     checked = allowed_options(options, policy)
     check_spec_installed(checked.spec, principal.tenant_id, models)
     library = LibraryService(session, store).sources_for(

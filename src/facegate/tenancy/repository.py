@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from facegate.tenancy.tables import ApiKey, Policy, Tenant
@@ -42,6 +42,21 @@ class TenancyRepository:
     @staticmethod
     def policy_of(tenant_id: str) -> Select[Policy]:
         return select(Policy).where(Policy.tenant_id == tenant_id)
+
+    @staticmethod
+    def policy_stamp() -> Select[str, datetime, datetime]:
+        """What tells whether a tenant's policy, as read before, still stands: its status
+        and the change times of its row and its policy's, for the tenant of the bound
+        parameter ``tenant_id`` (built once: ``facegate.tenancy.policycache``)."""
+        return (
+            select(
+                Tenant.status,
+                Tenant.updated_at.label("tenant_updated_at"),
+                Policy.updated_at.label("policy_updated_at"),
+            )
+            .join(Policy, Policy.tenant_id == Tenant.id)
+            .where(Tenant.id == bindparam("tenant_id"))
+        )
 
     def get_policy(self, tenant_id: str) -> Policy | None:
         return self.session.scalars(self.policy_of(tenant_id)).first()
