@@ -18,6 +18,12 @@ from facegate.jobs.tables import Job
 from facegate.queue.claim import Claim, JobClaimer
 from facegate.tenancy.tables import Policy, Tenant
 
+#: a 1x1 PNG: the output of a test's runner that makes no picture
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010800000000"
+    "3a7e9b550000000a49444154789c63680000008200816e2cfb0a0000000049454e44ae426082"
+)
+
 # id(engine) -> the private PostgreSQL schema made for it
 _SCHEMAS: dict[int, str] = {}
 

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from jobfactories import create_job, create_tenant, sessions_of
+from jobfactories import PNG_1X1, create_job, create_tenant, sessions_of
 from sqlalchemy import Engine
 from tests.conftest import make_settings
 
@@ -27,11 +27,6 @@ from facegate.tenancy.tables import Policy
 from facegate.worker.children import embedded_lanes
 from facegate.worker.output import JobOutput, ProgressFn
 from facegate.worker.pool import WorkerConfig, WorkerPool
-
-PNG_1X1 = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010800000000"
-    "3a7e9b550000000a49444154789c63680000008200816e2cfb0a0000000049454e44ae426082"
-)
 
 
 def thread_nice() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jobfactories import create_job, create_tenant, sessions_of
+from jobfactories import PNG_1X1, create_job, create_tenant, sessions_of
 from sqlalchemy import Engine
 from tests.fakedevice import FakeDevice
 
@@ -40,10 +40,6 @@ from facegate.worker.runner import EngineRunner
 from facegate.worker.video_runner import check_decoded_memory
 
 MIB = 2**20
-PNG_1X1 = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010800000000"
-    "3a7e9b550000000a49444154789c63680000008200816e2cfb0a0000000049454e44ae426082"
-)
 
 
 class OverlapRunner:
