@@ -38,7 +38,7 @@ TARGET = FACES / "man_frontal_beard_closeup.jpg"
 COMMAND = "from facegate.cli import main; main()"
 
 # The command under a probe: each stage's end in ms since the parent's spawn (argv[1]),
-# written to argv[2] at exit (the command filters its own stderr: see cli/nativelog.py).
+# written to argv[2] at exit (the command filters its own stderr: see observability/nativelog.py).
 PROBE = r"""
 import atexit, json, sys, time
 t0 = float(sys.argv[1]); stages_file = sys.argv.pop(2); marks = {}

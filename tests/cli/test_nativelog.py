@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tests.testdata import FACES
 
-from facegate.cli.nativelog import filter_chunk
+from facegate.observability.nativelog import filter_chunk
 
 ABSL = (
     b"W0000 00:00:1796107271.847553   20555 inference_feedback_manager.cc:114] Feedback "

@@ -324,11 +324,14 @@ def test_the_callers_stages_leave_the_helper_the_glasses_and_take_the_raster_fir
     looked = [where for name, where in calls if name == "frames_box"]
     assert len(looked) == 1, calls
     assert looked[0].startswith("mesh-warp"), calls
-    on_caller = [name for name, where in calls if where == caller]
+    # The outline's spline is solved once, by whichever side asks first (the target side
+    # before the working-scale region, or the caller before the full-size one): a race by
+    # design, so it is counted, not placed.
+    assert [name for name, _ in calls].count("displacement_field") == 1, calls
+    on_caller = [name for name, where in calls if where == caller and name != "displacement_field"]
     assert on_caller == ["mesh_raster", "displaced"], calls
-    # the outline's spline too: solved by the target side, before the working-scale region
-    on_helper = [name for name, where in calls if where != caller]
-    assert on_helper == ["frames_box", "displacement_field", "displaced"], calls
+    on_helper = [name for name, where in calls if where != caller and name != "displacement_field"]
+    assert on_helper == ["frames_box", "displaced"], calls
     helper = backend._helper_pool()
     assert helper is not None
     release = threading.Event()

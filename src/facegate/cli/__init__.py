@@ -13,9 +13,9 @@ import os
 import click
 
 from facegate.allocator import tune_allocator
-from facegate.cli.nativelog import install_noise_filter
 from facegate.deploy.env import SpecEnvError, apply_spec_env
 from facegate.errors import InvalidSettings, SchemaNotCurrent
+from facegate.observability.nativelog import install_noise_filter
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {

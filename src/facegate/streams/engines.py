@@ -54,6 +54,7 @@ from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.types import Frame
 from facegate.models.requests import installation_engine
 from facegate.observability.logging import configure_logging
+from facegate.observability.nativelog import filter_native_logs
 from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
 from facegate.streams.frames import LiveFrames, fit_frame
@@ -195,6 +196,7 @@ class _Lanes:
 
 def engine_child_main(settings: Settings, conn: Connection) -> None:
     """The entry of one engine child (module-level: spawn imports it by name)."""
+    filter_native_logs(settings.native_logs)
     configure_logging(settings.log_level, fmt=settings.log_format, secrets=settings.secret_values())
     engine = installation_engine(settings)
     sending = threading.Lock()

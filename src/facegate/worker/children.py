@@ -43,6 +43,7 @@ import anyio.to_thread
 import structlog
 from sqlalchemy import Engine
 
+from facegate.observability.nativelog import filter_native_logs
 from facegate.provenance.marker import marker_for
 from facegate.queue.claim import LockingClaimer
 from facegate.queue.notify import listen_locally
@@ -117,6 +118,7 @@ def child_main(
     settings: Settings, lane: Lane, wake: Any, parent_pid: int, busy: Any = None
 ) -> None:
     """The entry of one child process (module-level: spawn imports it by name)."""
+    filter_native_logs(settings.native_logs)
     options = WorkerOptions(
         served=ServedTenants.parse(settings.worker_tenants),
         concurrency=lane.workers,

@@ -11,6 +11,11 @@ it becomes a pipe, and a thread copies everything to the real stderr except thos
 tracebacks and warnings, uvicorn's and click's output all pass, and a partial line that
 cannot be the start of a filtered one (a progress bar's ``\\r`` updates) passes at once.
 
+A child process (serve's workers, a stream's engine) installs its own filter
+(:func:`filter_native_logs`): its fd 2 is the parent's pipe, and two processes writing there
+at once (both loading mediapipe at start-up) spliced a TFLite line into an absl one, which
+then matched neither pattern and reached the log.
+
 At exit the pipe is drained (a marker sent through it comes back), so a traceback printed on
 the way out is not lost. ``FACEGATE_NATIVE_LOGS=1`` (``Settings.native_logs``) leaves stderr
 alone (to see everything).
@@ -67,6 +72,13 @@ def install_noise_filter() -> None:
     _state = (real, thread)
     thread.start()
     atexit.register(_drain)
+
+
+def filter_native_logs(native_logs: bool) -> None:
+    """A child process's first step: its stderr filtered (``native_logs``: the setting
+    that leaves it alone)."""
+    if not native_logs:
+        install_noise_filter()
 
 
 def filter_chunk(pending: bytes, chunk: bytes) -> tuple[bytes, bytes]:
