@@ -15,10 +15,12 @@ from tests.testdata import FACES
 
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import (
+    DETECT_SIDE,
     RESNET,
     SAME_PERSON_DISTANCE,
     SHAPE_PREDICTOR,
     FaceRecogniser,
+    IdentityDescriber,
     available,
     dlib_box,
     identity_distance,
@@ -132,6 +134,62 @@ def test_the_onnx_resnet_gives_dlibs_own_descriptors(
     for chip, vector in zip(chips, ours, strict=True):
         expected = np.asarray(dlibs_own.compute_face_descriptor(chip), np.float32)
         assert float(np.abs(vector - expected).max()) < 1e-4
+
+
+class SearchedSizes:
+    """Stands in front of dlib's detector and records the size of every image it searches."""
+
+    def __init__(self, detector: object) -> None:
+        self.detector = detector
+        self.sizes: list[tuple[int, int]] = []
+
+    def __call__(self, image: Frame, upsample: int) -> object:
+        self.sizes.append((image.shape[1], image.shape[0]))
+        return self.detector(image, upsample)  # type: ignore[operator]
+
+
+def close_up_1080(analyser: FaceAnalyser) -> tuple[Frame, Face]:
+    """The bearded man's close-up fitted into 1920x1080: a face of ~550 px."""
+    image = cv2.imread(str(FACES / "man_frontal_beard_closeup.jpg"), cv2.IMREAD_COLOR)
+    assert image is not None
+    scale = min(1920 / image.shape[1], 1080 / image.shape[0])
+    frame = np.asarray(cv2.resize(image, None, fx=scale, fy=scale), np.uint8)
+    (face,) = analyser.analyse(frame)
+    return frame, face
+
+
+def test_the_engines_recogniser_searches_a_large_face_at_a_bounded_size(
+    analyser: FaceAnalyser, recogniser: FaceRecogniser
+) -> None:
+    # The quality report describes each swapped face twice; dlib's detector on the full-size
+    # crop around a 1080p close-up took ~150 ms of each. The engine's recogniser searches a
+    # copy where the face is DETECT_SIDE px: the pixels searched are bounded, whatever the
+    # face's size, and the descriptor stays that of the judge who searches at full size.
+    frame, face = close_up_1080(analyser)
+    left, _top, right, _bottom = dlib_box(face)
+    assert right - left > 2 * DETECT_SIDE
+    engines = IdentityDescriber().recogniser
+    searched = SearchedSizes(engines._detector)
+    engines._detector = searched
+    fast = engines.describe(frame, face)
+    (size,) = searched.sizes
+    assert max(size) <= 3 * DETECT_SIDE + 2  # the crop is three face boxes wide
+    assert identity_distance(fast, recogniser.describe(frame, face)) < 0.06
+    # A face up to DETECT_SIDE px is searched as it is: its descriptor is the judge's own.
+    small, small_face = photos_face(analyser, "woman_a_fullbody_small_face_03.jpg")
+    assert dlib_box(small_face)[2] - dlib_box(small_face)[0] <= DETECT_SIDE
+    assert (
+        identity_distance(
+            engines.describe(small, small_face), recogniser.describe(small, small_face)
+        )
+        < 1e-6
+    )
+
+
+def photos_face(analyser: FaceAnalyser, name: str) -> tuple[Frame, Face]:
+    frame = np.asarray(cv2.imread(str(FACES / name), cv2.IMREAD_COLOR), np.uint8)
+    (face,) = analyser.analyse(frame)
+    return frame, face
 
 
 def test_a_file_that_is_not_dlibs_network_is_refused(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from facegate.engine.errors import CorruptMedia, InvalidOptions, MediaTooLarge, UnsupportedMedia
-from facegate.engine.image_convert import convert_image, uncomposite
+from facegate.engine.image_convert import convert_image, swap_red_blue, uncomposite
 from facegate.engine.image_sniff import (
     ImageFormat,
     check_single_container,
@@ -197,7 +197,7 @@ def encode_image(
         rgba = np.dstack([uncomposite(frame, alpha)[..., ::-1], alpha])
         image = Image.fromarray(np.ascontiguousarray(rgba), "RGBA")
     else:
-        image = Image.fromarray(np.ascontiguousarray(frame[..., ::-1]), "RGB")
+        image = Image.fromarray(swap_red_blue(frame), "RGB")
     out = io.BytesIO()
     if fmt == "jpeg":
         # Chroma subsampling blurs colour edges; keep full chroma at high quality.
