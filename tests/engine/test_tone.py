@@ -100,6 +100,27 @@ def test_the_figure_is_the_cie76_distance_of_the_cheeks(
     assert np.isnan(tone_delta_e(tiny, tiny, face.landmarks))
 
 
+def test_the_cheeks_colour_is_read_where_the_patches_lie_even_at_the_frames_edge(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    # cheek_lab reads a window around the patches only (a 1080p report: ~11 -> ~1 ms); its
+    # figure is the mean over the whole-frame mask's pixels, also for a face cut by an edge.
+    frame, face = photos[WARM]
+    height, width = frame.shape[:2]
+    for dx, dy in ((0, 0), (-0.45 * width, 0), (0, 0.55 * height), (0.5 * width, -0.4 * height)):
+        landmarks = face.landmarks.copy()
+        landmarks[:, 0] += dx
+        landmarks[:, 1] += dy
+        patches = cheek_patches(landmarks, (height, width))
+        found = cheek_lab(frame, landmarks)
+        if patches.sum() < 12:
+            assert found is None
+            continue
+        lab = cv2.cvtColor(frame.astype(np.float32) / 255.0, cv2.COLOR_BGR2Lab)
+        assert found is not None
+        np.testing.assert_allclose(found, lab[patches].mean(axis=0), atol=1e-3)
+
+
 def test_the_swapped_cheeks_keep_the_targets_tone(photos: dict[str, tuple[Frame, Face]]) -> None:
     """On the three pairs whose skin differs most (among the worst of benchmarks/quality.py's
     104, where the median is 3.3): each result's cheeks a CIE76 ΔE of at most 8.5 from the

@@ -30,26 +30,53 @@ MIN_PIXELS = 12
 
 def cheek_patches(landmarks: FloatArray, shape: tuple[int, int]) -> npt.NDArray[np.bool_]:
     """A boolean mask of the two cheek patches of the face with ``landmarks`` (x, y, ...)."""
+    mask = np.zeros(shape, np.bool_)
+    window = _cheek_window(landmarks, shape)
+    if window is not None:
+        y0, x0, patches = window
+        mask[y0 : y0 + patches.shape[0], x0 : x0 + patches.shape[1]] = patches
+    return mask
+
+
+def _cheek_window(
+    landmarks: FloatArray, shape: tuple[int, int]
+) -> tuple[int, int, npt.NDArray[np.bool_]] | None:
+    """The cheek patches drawn in the frame's window around them only: (top, left, mask of
+    the window); None when they lie off the frame. The same pixels as a whole-frame mask at
+    a small part of its cost (a 1080p frame: ~6 ms a call for the whole frame's mask)."""
     points = landmarks[:, :2]
     right = points[mesh.RIGHT_EYE].mean(axis=0)
     left = points[mesh.LEFT_EYE].mean(axis=0)
     drop = points[mesh.NOSE_TIP] - (right + left) / 2
     radius = max(1, round(CHEEK_RADIUS * float(np.linalg.norm(left - right))))
-    mask = np.zeros(shape, np.uint8)
-    for eye in (right, left):
-        x, y = eye + CHEEK_DROP * drop
-        cv2.circle(mask, (round(float(x)), round(float(y))), radius, (1,), -1)
-    return np.asarray(mask > 0, np.bool_)
+    centres = [
+        (round(float(x)), round(float(y)))
+        for x, y in (eye + CHEEK_DROP * drop for eye in (right, left))
+    ]
+    x0 = max(0, min(x for x, _ in centres) - radius - 1)
+    y0 = max(0, min(y for _, y in centres) - radius - 1)
+    x1 = min(shape[1], max(x for x, _ in centres) + radius + 2)
+    y1 = min(shape[0], max(y for _, y in centres) + radius + 2)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    for x, y in centres:
+        cv2.circle(mask, (x - x0, y - y0), radius, (1,), -1)
+    return y0, x0, np.asarray(mask > 0, np.bool_)
 
 
 def cheek_lab(frame: Frame, landmarks: FloatArray) -> FloatArray | None:
     """Mean L*a*b* (L* 0-100) over the cheek patches of ``frame``; None: too few pixels."""
-    patches = cheek_patches(landmarks, (frame.shape[0], frame.shape[1]))
+    window = _cheek_window(landmarks, (frame.shape[0], frame.shape[1]))
+    if window is None:
+        return None
+    top, left, patches = window
     if int(patches.sum()) < MIN_PIXELS:
         return None
     ys, xs = np.nonzero(patches)
     y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
-    crop = frame[y0:y1, x0:x1].astype(np.float32) * np.float32(1.0 / 255.0)
+    crop = frame[top + y0 : top + y1, left + x0 : left + x1].astype(np.float32)
+    crop *= np.float32(1.0 / 255.0)
     lab = cv2.cvtColor(crop, cv2.COLOR_BGR2Lab)
     return np.asarray(lab[patches[y0:y1, x0:x1]].mean(axis=0), np.float32)
 
