@@ -125,17 +125,18 @@ class FaceRecogniser:
         # The detector's smallest face is ~80 px: upsample small ones once; shrink large ones
         # to ``detect_side`` (boxes found are scaled back to the crop).
         upsample = 1 if right - left < 100 else 0
-        scale = 1.0
-        if self._detect_side is not None:
-            scale = min(1.0, self._detect_side / max(right - left, 1))
         searched: Any = rgb
-        if scale < 1.0 and rgb.size:
-            searched = cv2.resize(rgb, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        sx = sy = 1.0  # from the searched image's pixels to the crop's
+        if self._detect_side is not None and right - left > self._detect_side and rgb.size:
+            scale = self._detect_side / (right - left)
+            height, width = rgb.shape[:2]
+            size = (max(1, round(width * scale)), max(1, round(height * scale)))
+            searched = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
+            sx, sy = width / size[0], height / size[1]
         best, best_iou = None, 0.3
         found_boxes = self._detector(searched, upsample) if self._detector and rgb.size else ()
         for found in found_boxes:
-            corners = (found.left(), found.top(), found.right(), found.bottom())
-            box = tuple(v / scale for v in corners)
+            box = (found.left() * sx, found.top() * sy, found.right() * sx, found.bottom() * sy)
             iou = _iou(box, (left, top, right, bottom))
             if iou > best_iou:
                 best, best_iou = box, iou
