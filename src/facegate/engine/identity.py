@@ -47,7 +47,7 @@ CHIP_PADDING = 0.25
 #: with the face (a 1080p close-up: ~150 ms a chip at full size, ~25 ms at this scale), and
 #: it finds faces from ~80 px; the aligner and the chip still work on the full-size crop.
 #: Faces up to this size are searched as they are. A larger face's descriptor moves by
-#: 0.02-0.05 (median 0.035 over the test photos' eight such faces at 1080p): the detector's
+#: 0.02-0.05 (median 0.035 over the test photos' nine such faces at 1080p): the detector's
 #: box falls on another scale of its pyramid. Measurements (benchmarks, tests: the
 #: independent judge) search at full size, ``FaceRecogniser()``'s default.
 DETECT_SIDE = 200
