@@ -193,7 +193,7 @@ def timed_steps(spent: dict[str, float]) -> Iterator[None]:
             setattr(owner, name, original)
 
 
-def bench_job(engine: EngineRuntime, source: bytes, target: bytes, repeat: int) -> None:
+def bench_job(engine: EngineRuntime, source: bytes, target: bytes, repeat: int, label: str) -> None:
     """One image job as a worker runs it (``EngineRunner.run``, inputs in a memory store),
     its wall clock and where it goes."""
     store = TenantStore(MemoryStore())
@@ -224,7 +224,7 @@ def bench_job(engine: EngineRuntime, source: bytes, target: bytes, repeat: int) 
             steps[step].append(spent.get(step, 0.0))
     total = statistics.median(totals[2:]) * 1000
     print(
-        f"\none image job (EngineRunner.run: 1080p JPEG close-up, one source, default options): "
+        f"\none image job (EngineRunner.run: {label}, one source, default options): "
         f"median {total:.1f} ms, CPU {statistics.median(cpu[2:]) * 1000:.1f} ms, "
         f"{len(output.quality)} face(s) reported, {load_average()}"
     )
@@ -271,7 +271,7 @@ def main() -> None:
     if "job" in cases:
         closeup = cv2.imencode(".jpg", one, [cv2.IMWRITE_JPEG_QUALITY, 92])[1].tobytes()
         selfie = (FACES / "woman_a_selfie_frontal_01.jpg").read_bytes()
-        bench_job(engine, selfie, closeup, args.repeat)
+        bench_job(engine, selfie, closeup, args.repeat, "1080p JPEG close-up")
     if "before" not in cases:
         return
     # The swap as it was before issue 16 (mesh_warp.BEFORE_IDENTITY), in the same run.

@@ -164,7 +164,8 @@ def test_the_engines_recogniser_searches_a_large_face_at_a_bounded_size(
     # The quality report describes each swapped face twice; dlib's detector on the full-size
     # crop around a 1080p close-up took ~150 ms of each. The engine's recogniser searches a
     # copy where the face is DETECT_SIDE px: the pixels searched are bounded, whatever the
-    # face's size, and the descriptor stays that of the judge who searches at full size.
+    # face's size, and the descriptor stays within 0.06 of the judge's (who searches at full
+    # size; two photos of one person are up to 0.6 apart).
     frame, face = close_up_1080(analyser)
     left, _top, right, _bottom = dlib_box(face)
     assert right - left > 2 * DETECT_SIDE
