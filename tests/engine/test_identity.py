@@ -159,7 +159,9 @@ def close_up_1080(analyser: FaceAnalyser) -> tuple[Frame, Face]:
 
 
 def test_the_engines_recogniser_searches_a_large_face_at_a_bounded_size(
-    analyser: FaceAnalyser, recogniser: FaceRecogniser
+    analyser: FaceAnalyser,
+    recogniser: FaceRecogniser,
+    photos: dict[str, tuple[Frame, Face]],
 ) -> None:
     # The quality report describes each swapped face twice; dlib's detector on the full-size
     # crop around a 1080p close-up took ~150 ms of each. The engine's recogniser searches a
@@ -177,7 +179,7 @@ def test_the_engines_recogniser_searches_a_large_face_at_a_bounded_size(
     assert max(size) <= 3 * DETECT_SIDE + 2  # the crop is three face boxes wide
     assert identity_distance(fast, recogniser.describe(frame, face)) < 0.06
     # A face up to DETECT_SIDE px is searched as it is: its descriptor is the judge's own.
-    small, small_face = photos_face(analyser, "woman_a_fullbody_small_face_03.jpg")
+    small, small_face = photos["woman_a_fullbody_small_face_03.jpg"]
     assert dlib_box(small_face)[2] - dlib_box(small_face)[0] <= DETECT_SIDE
     assert (
         identity_distance(
@@ -185,12 +187,6 @@ def test_the_engines_recogniser_searches_a_large_face_at_a_bounded_size(
         )
         < 1e-6
     )
-
-
-def photos_face(analyser: FaceAnalyser, name: str) -> tuple[Frame, Face]:
-    frame = np.asarray(cv2.imread(str(FACES / name), cv2.IMREAD_COLOR), np.uint8)
-    (face,) = analyser.analyse(frame)
-    return frame, face
 
 
 def test_a_file_that_is_not_dlibs_network_is_refused(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from facegate.engine.swap.masks import polygon_mask
 from facegate.engine.swap.mesh_warp import MeshWarpBackend, Tuning
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.reshape import reshaped_points
-from facegate.engine.tone import cheek_lab, cheek_patches, tone_delta_e
+from facegate.engine.tone import MIN_PIXELS, cheek_lab, cheek_patches, tone_delta_e
 from facegate.engine.types import Face, Frame
 
 pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at {FACES}")
@@ -113,7 +113,7 @@ def test_the_cheeks_colour_is_read_where_the_patches_lie_even_at_the_frames_edge
         landmarks[:, 1] += dy
         patches = cheek_patches(landmarks, (height, width))
         found = cheek_lab(frame, landmarks)
-        if patches.sum() < 12:
+        if patches.sum() < MIN_PIXELS:
             assert found is None
             continue
         lab = cv2.cvtColor(frame.astype(np.float32) / 255.0, cv2.COLOR_BGR2Lab)
