@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from facegate.engine.image_convert import swap_red_blue
 from facegate.engine.modelstore.hub import OnnxModel
 from facegate.engine.modelstore.inference import import_ncnn
 from facegate.engine.networks.tiling import TileSize
@@ -58,7 +59,7 @@ def prepare_tile_frame(tile: Frame) -> npt.NDArray[np.float32]:
 def normalize_tile_frame(output: npt.NDArray[np.float32]) -> Frame:
     """1×3×H×W RGB 0..1 -> BGR uint8 (×255, clipped, truncated as FaceFusion)."""
     rgb = (output[0].transpose(1, 2, 0) * 255).clip(0, 255).astype(np.uint8)
-    return np.ascontiguousarray(rgb[:, :, ::-1])
+    return swap_red_blue(rgb)
 
 
 def forward_real_esrgan(model: OnnxModel, tile: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -70,7 +71,7 @@ def forward_ncnn_realesrgan(net: Any, tile: Frame) -> Frame:
     """A built-in ncnn Real-ESRGAN net: blob ``data`` (RGB/255) -> ``output`` (RGB 0..1)."""
     ncnn = import_ncnn()
     height, width = tile.shape[:2]
-    rgb = np.ascontiguousarray(tile[:, :, ::-1])
+    rgb = swap_red_blue(tile)
     mat = ncnn.Mat.from_pixels(rgb, ncnn.Mat.PixelType.PIXEL_RGB, width, height)
     mat.substract_mean_normalize([], [1 / 255.0] * 3)
     extractor = net.create_extractor()
