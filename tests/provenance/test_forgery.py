@@ -71,7 +71,9 @@ async def test_a_forged_mark_does_not_verify_and_a_real_one_does_after_shared_co
     async with make_client(services=[workers_service], workers=1) as h:
         h.create_tenant("studio", **DEBUG_TENANT_POLICY)
         owner = h.headers("studio")
-        job_id, data = await marked_result(h.client, owner)
+        # 512 wide: a copy halved from a result under 480 px can lose the mark
+        # (docs/provenance.md, "Small pictures").
+        job_id, data = await marked_result(h.client, owner, width=512)
         ca_pem = load_keys(h.state.settings.provenance_path).ca_pem
         (serial,) = serials(h.state)
 

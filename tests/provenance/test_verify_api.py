@@ -48,11 +48,13 @@ def c2pa_state(data: bytes, mime: str, ca_pem: bytes) -> tuple[str | None, dict[
         return reader.get_validation_state(), store["manifests"][store["active_manifest"]]
 
 
-async def marked_result(client: Any, headers: dict[str, str], **options: Any) -> tuple[str, bytes]:
-    """(job id, result bytes) of a face_debugger job on a small photo."""
+async def marked_result(
+    client: Any, headers: dict[str, str], width: int = 320, **options: Any
+) -> tuple[str, bytes]:
+    """(job id, result bytes) of a face_debugger job on a small photo ``width`` wide."""
     options = {"processors": ["face_debugger"], **options}
     response = await submit(
-        client, headers, target=photo(width=320), data={"options": json.dumps(options)}
+        client, headers, target=photo(width=width), data={"options": json.dumps(options)}
     )
     assert response.status_code == 202, response.text
     job = await wait_terminal(client, headers, response.json()["id"])
