@@ -1,7 +1,7 @@
 """Quality of the built-in swap over every source × target pair of a folder of faces.
 
     .venv/bin/python benchmarks/quality.py [--faces DIR] [--out out/quality_sheet.png]
-        [--only NAME_PREFIX ...] [--no-timing]
+        [--only NAME_PREFIX ...] [--no-timing] [--tuning FIELD=VALUE[,FIELD=VALUE] ...]
 
 Pairs: every source × target of the folder's single-face photos. Identity, by an independent
 recogniser (dlib's ResNet descriptor, ``engine.identity``; under 0.6 = one person): per pair
@@ -27,6 +27,7 @@ Writes a contact sheet (rows: sources, columns: targets) and times the swap per 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -492,6 +493,14 @@ def main() -> None:
         help="also write a before/after sheet of the DOCS_PHOTOS pairs (JPEG)",
     )
     parser.add_argument("--no-timing", action="store_true", help="skip the 1080p timing")
+    parser.add_argument(
+        "--tuning",
+        action="append",
+        default=[],
+        type=tuning_variant,
+        help="also measure the default Tuning with these fields changed, e.g."
+        " cheek_tone_sigma=0 or tone_sigma=0.07,skin_mid=0.3 (repeatable)",
+    )
     args = parser.parse_args()
     analyser = FaceAnalyser()
     recogniser = FaceRecogniser()
@@ -506,6 +515,7 @@ def main() -> None:
     tunings = {"now": Tuning()}
     if not args.no_before:
         tunings = {"before": BEFORE_IDENTITY, "first pass": FIRST_PASS, "now": Tuning()}
+    tunings.update(args.tuning)
     columns, tiles = {}, {}
     for label, tuning in tunings.items():
         results, tiles[label] = measure(
@@ -545,6 +555,24 @@ def main() -> None:
     if not args.no_timing:
         for label, tuning in tunings.items():
             time_1080p(label, MeshWarpBackend(tuning), options, photos)
+
+
+def tuning_variant(text: str) -> tuple[str, Tuning]:
+    """``--tuning``'s argument as (its label, the default Tuning with those fields set)."""
+    fields = {f.name: f for f in dataclasses.fields(Tuning)}
+    changes: dict[str, object] = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name not in fields or not value:
+            raise argparse.ArgumentTypeError(f"{part!r}: not FIELD=VALUE of a Tuning field")
+        default = getattr(Tuning(), name)
+        if isinstance(default, bool):
+            changes[name] = value.lower() in ("1", "true", "yes")
+        elif isinstance(default, (int, float)):
+            changes[name] = type(default)(float(value))
+        else:
+            raise argparse.ArgumentTypeError(f"{name}: only number and true/false fields")
+    return text, replace(Tuning(), **changes)  # type: ignore[arg-type]
 
 
 def time_1080p(

@@ -14,7 +14,7 @@ from facegate.engine.swap.masks import polygon_mask
 from facegate.engine.swap.mesh_warp import MeshWarpBackend, Tuning
 from facegate.engine.swap.options import FaceSwapperOptions
 from facegate.engine.swap.reshape import reshaped_points
-from facegate.engine.tone import MIN_PIXELS, cheek_lab, cheek_patches, tone_delta_e
+from facegate.engine.tone import MIN_PIXELS, cheek_area, cheek_lab, cheek_patches, tone_delta_e
 from facegate.engine.types import Face, Frame
 
 pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at {FACES}")
@@ -84,6 +84,20 @@ def test_the_cheek_patches_lie_on_the_skin_of_the_cheeks(
     assert count - 1 == 2
 
 
+def test_the_cheek_area_holds_the_patches_and_stays_inside_the_face(
+    photos: dict[str, tuple[Frame, Face]],
+) -> None:
+    """Where the swap matches the tone at the finer scale (``Tuning.cheek_radius``)."""
+    frame, face = photos[LIGHT]
+    shape = (frame.shape[0], frame.shape[1])
+    area = cheek_area(face.landmarks, shape, Tuning().cheek_radius)
+    patches = cheek_patches(face.landmarks, shape)
+    oval = polygon_mask(face.landmarks, mesh.FACE_OVAL, shape) > 0.5
+    assert area[patches].min() > 0.5
+    assert area[~oval].max() < 0.05
+    assert (area > 0.5).sum() < 0.25 * oval.sum()  # the cheeks, not the whole face
+
+
 def test_the_figure_is_the_cie76_distance_of_the_cheeks(
     photos: dict[str, tuple[Frame, Face]],
 ) -> None:
@@ -123,11 +137,12 @@ def test_the_cheeks_colour_is_read_where_the_patches_lie_even_at_the_frames_edge
 
 def test_the_swapped_cheeks_keep_the_targets_tone(photos: dict[str, tuple[Frame, Face]]) -> None:
     """On the three pairs whose skin differs most (among the worst of benchmarks/quality.py's
-    104, where the median is 3.3): each result's cheeks a CIE76 ΔE of at most 8.5 from the
-    target's (7.2, 6.9, 8.0 measured at this size; 9.1, 7.4, 8.7 with one tone offset for
-    the whole face, ``Tuning.tone_sigma`` 0, and none of the source's mid band on the skin;
-    14.9, 12.7, 12.4 with all of it and that one offset, ``skin_shading`` ``source``)."""
-    ours, theirs = [], []
+    104, where the median is 2.5): each result's cheeks a CIE76 ΔE of at most 8, the issue's
+    worst pair (5.2, 5.7, 6.5 measured at this size); without the finer match on the cheeks
+    (``Tuning.cheek_tone_sigma`` 0) 7.6, 7.1, 8.1; with one tone offset for the whole face
+    and all of the source's mid band on the skin (``skin_shading`` ``source``) 15.0, 12.8,
+    12.9."""
+    ours, coarse, theirs = [], [], []
     for source, target in PAIRS:
         frame, face = photos[target]
         # The result's cheeks where the swap put them (its mesh moves towards the source's).
@@ -137,11 +152,14 @@ def test_the_swapped_cheeks_keep_the_targets_tone(photos: dict[str, tuple[Frame,
         )
         out = swap(photos, photos[source], target)
         ours.append(tone_delta_e(out, frame, face.landmarks, aimed))
-        one_offset = Tuning(tone_sigma=0.0)
+        broad = swap(photos, photos[source], target, Tuning(cheek_tone_sigma=0.0))
+        coarse.append(tone_delta_e(broad, frame, face.landmarks, aimed))
+        one_offset = Tuning(tone_sigma=0.0, cheek_tone_sigma=0.0)
         carried = swap(photos, photos[source], target, one_offset, skin_shading="source")
         theirs.append(tone_delta_e(carried, frame, face.landmarks, aimed))
-    assert max(ours) <= 8.5, ours
-    for tone, carried in zip(ours, theirs, strict=True):
+    assert max(ours) <= 8.0, ours
+    for tone, broader, carried in zip(ours, coarse, theirs, strict=True):
+        assert tone <= broader - 0.5, (ours, coarse)  # the cheeks' own match counts
         assert tone <= 0.75 * carried, (ours, theirs)  # the figure sees the source's cheeks
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from facegate.engine import mesh
+from facegate.engine.swap.filters import gaussian_blur
 from facegate.engine.types import FloatArray, Frame
 
 #: Where a patch's centre lies below its eye: the fraction of the drop from the eyes' centre
@@ -38,21 +39,39 @@ def cheek_patches(landmarks: FloatArray, shape: tuple[int, int]) -> npt.NDArray[
     return mask
 
 
+def cheek_centres(landmarks: FloatArray) -> tuple[list[tuple[int, int]], float]:
+    """The two cheek centres (x, y, rounded) of the face with ``landmarks``, and its
+    inter-ocular distance (eye centre to eye centre)."""
+    points = landmarks[:, :2]
+    right = points[mesh.RIGHT_EYE].mean(axis=0)
+    left = points[mesh.LEFT_EYE].mean(axis=0)
+    drop = points[mesh.NOSE_TIP] - (right + left) / 2
+    centres = [
+        (round(float(x)), round(float(y)))
+        for x, y in (eye + CHEEK_DROP * drop for eye in (right, left))
+    ]
+    return centres, float(np.linalg.norm(left - right))
+
+
+def cheek_area(landmarks: FloatArray, shape: tuple[int, int], radius: float) -> FloatArray:
+    """A soft mask (1 = cheek) of discs of ``radius`` (of the inter-ocular distance) around
+    the cheek centres, feathered over a third of it: the skin a viewer judges the tone on."""
+    centres, inter_ocular = cheek_centres(landmarks)
+    pixels = max(1, round(radius * inter_ocular))
+    hard = np.zeros(shape, np.float32)
+    for centre in centres:
+        cv2.circle(hard, centre, pixels, (1.0,), -1)
+    return np.asarray(gaussian_blur(hard, max(0.5, pixels / 3)), np.float32)
+
+
 def _cheek_window(
     landmarks: FloatArray, shape: tuple[int, int]
 ) -> tuple[int, int, npt.NDArray[np.bool_]] | None:
     """The cheek patches drawn in the frame's window around them only: (top, left, mask of
     the window); None when they lie off the frame. The same pixels as a whole-frame mask at
     a small part of its cost (a 1080p frame: ~6 ms a call for the whole frame's mask)."""
-    points = landmarks[:, :2]
-    right = points[mesh.RIGHT_EYE].mean(axis=0)
-    left = points[mesh.LEFT_EYE].mean(axis=0)
-    drop = points[mesh.NOSE_TIP] - (right + left) / 2
-    radius = max(1, round(CHEEK_RADIUS * float(np.linalg.norm(left - right))))
-    centres = [
-        (round(float(x)), round(float(y)))
-        for x, y in (eye + CHEEK_DROP * drop for eye in (right, left))
-    ]
+    centres, inter_ocular = cheek_centres(landmarks)
+    radius = max(1, round(CHEEK_RADIUS * inter_ocular))
     x0 = max(0, min(x for x, _ in centres) - radius - 1)
     y0 = max(0, min(y for _, y in centres) - radius - 1)
     x1 = min(shape[1], max(x for x, _ in centres) + radius + 2)

@@ -178,6 +178,8 @@ def match_lighting(
     core: FloatArray | None = None,
     tone_zone: npt.NDArray[np.uint8] | None = None,
     tone_sigma: float = 0.0,
+    cheeks: FloatArray | None = None,
+    cheek_sigma: float = 0.0,
 ) -> Frame:
     """Target low frequencies + the warped source ``detail`` layer (both in L*a*b*).
 
@@ -211,7 +213,15 @@ def match_lighting(
     chroma = 0.0 if grayscale_source else CHROMA_DETAIL
     out = cv2.add(cv2.multiply(detail, _scalar(gain, chroma, chroma)), base)
     if tone_zone is not None and tone_sigma > 0.0:
-        field = tone_field(np.asarray(out, np.float32), shading, tone_zone, tone_sigma)
+        fine = cheek_sigma if cheeks is not None and 0.0 < cheek_sigma < tone_sigma else 0.0
+        sigmas = (tone_sigma, fine) if fine else (tone_sigma,)
+        fields = tone_field(np.asarray(out, np.float32), shading, tone_zone, sigmas)
+        field = fields[0]
+        if fine and cheeks is not None:
+            # on the cheeks, the tone is the target's at every place broader than the
+            # finer sigma: broad + cheeks x (fine - broad)
+            step = cv2.multiply(cv2.subtract(fields[1], field), cv2.merge([cheeks] * 3))
+            field = np.asarray(cv2.add(field, step), np.float32)
         out = cv2.subtract(out, field)
     elif tone_zone is not None:
         out = cv2.subtract(out, tone_offset(np.asarray(out, np.float32), shading, tone_zone))
@@ -241,8 +251,8 @@ def tone_offset(out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8]) 
 
 
 def tone_field(
-    out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8], sigma: float
-) -> FloatArray:
+    out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8], sigmas: tuple[float, ...]
+) -> list[FloatArray]:
     """The local difference of ``out`` from the target's own L*a*b* over the skin of
     ``zone``, low-passed at ``sigma`` (a normalised blur over the zone: the features' own
     colours do not count): subtracted, the skin's tone is the target's at every place
@@ -252,7 +262,7 @@ def tone_field(
         own = cv2.add(own, shading.mid)
     diff = np.asarray(cv2.subtract(out, own), np.float32)
     weight = np.asarray(zone, np.float32) * np.float32(1.0 - OUTSIDE_WEIGHT) + OUTSIDE_WEIGHT
-    return normalised_blurs(diff, np.asarray(weight, np.float32), (sigma,))[0]
+    return normalised_blurs(diff, np.asarray(weight, np.float32), sigmas)
 
 
 def _scalar(*values: float) -> Any:
