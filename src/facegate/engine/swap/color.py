@@ -191,7 +191,9 @@ def match_lighting(
     where it is 0 (towards the mask edge). With ``tone_zone`` (non-zero on the skin away from
     the features), the face's tone there is made the target's own: with ``tone_sigma`` (pixels)
     at every place broader than that (:func:`tone_field`), else by one L*a*b* offset for the
-    whole face (:func:`tone_offset`).
+    whole face (:func:`tone_offset`). With ``cheeks`` (1 on the cheeks, ``tone.cheek_area``)
+    and a ``cheek_sigma`` under ``tone_sigma``, at every place broader than ``cheek_sigma``
+    there.
     """
     base = shading.base
     if mid is not None and shading.mid is not None and core is not None:
@@ -254,9 +256,10 @@ def tone_field(
     out: FloatArray, shading: Shading, zone: npt.NDArray[np.uint8], sigmas: tuple[float, ...]
 ) -> list[FloatArray]:
     """The local difference of ``out`` from the target's own L*a*b* over the skin of
-    ``zone``, low-passed at ``sigma`` (a normalised blur over the zone: the features' own
-    colours do not count): subtracted, the skin's tone is the target's at every place
-    broader than ``sigma``, every finer edge and shade the source brought stays."""
+    ``zone``, low-passed at each of ``sigmas`` (a normalised blur over the zone: the
+    features' own colours do not count): one field a sigma; subtracted, the skin's tone is
+    the target's at every place broader than that sigma, every finer edge and shade the
+    source brought stays."""
     own = cv2.add(shading.base, shading.high)
     if shading.mid is not None:
         own = cv2.add(own, shading.mid)

@@ -110,7 +110,7 @@ class Tuning:
     11.3, with 0.15: 76.0 / 0.503 / 5.22 / 13.2. The worst pairs' cheek patches lie beside
     the nose, inside the features' mask, where the source's mid band is all taken.
 
-    Fourth pass (issue 29): ``cheek_tone_sigma`` (of the face height) > 0 matches the tone
+    Fifth pass (issue 29): ``cheek_tone_sigma`` (of the face height) > 0 matches the tone
     at that finer scale on the cheeks (``tone.cheek_area``: discs of ``cheek_radius`` of the
     inter-ocular distance around the cheek centres ``engine.tone`` measures at, feathered),
     the broader ``tone_sigma`` elsewhere. The worst pairs' cheeks kept a highlight or a
@@ -118,8 +118,8 @@ class Tuning:
     (transferred % and median d(result, source), target turned <= 45°; tone median / worst):
     off: 84.0 / 0.495, 3.34 / 9.70; 0.06 with radius 0.2 (taken): 84.0 / 0.497, 2.50 / 7.93
     (pairs not tuned on: 79.7 / 0.487, 2.21 / 7.93); radius 0.25: 83.0 / 0.497, 2.49 / 7.85;
-    0.3: 81.9 / 0.497, 2.48 / 7.79; 0.07 with 0.25: 84.0 / 0.495, 2.76 / 8.46; 0.05: 79.8 /
-    0.503, 2.35 / 7.18; the whole skin at 0.07 (``tone_sigma``): 79.8 / 0.508, 2.75 / 8.36.
+    0.3: 81.9 / 0.497, 2.48 / 7.79; 0.07 with 0.25: 84.0 / 0.495, 2.76 / 8.46; 0.05 with 0.35:
+    79.8 / 0.503, 2.35 / 7.18; the whole skin at 0.07 (``tone_sigma``): 79.8 / 0.508, 2.75 / 8.36.
     The recogniser reads the shading around the cheeks: the wider or finer the match, the
     less identity. Cost: +0.3 ms a 1080p swap (one more blur in the colour stage).
 
