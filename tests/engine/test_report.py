@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import cv2
 import numpy as np
 import pytest
@@ -133,3 +135,40 @@ def test_an_image_run_with_reports_swaps_a_copy_and_leaves_the_target_as_it_came
     assert np.array_equal(target, given)
     assert [report.verdict for report in reports] == ["transferred"]
     assert result.tobytes() == pipeline.run_image([source], target).tobytes()
+
+
+class Refused(Exception):
+    pass
+
+
+def test_work_beside_the_reports_reads_the_result_on_its_own_thread_and_fails_after_them(
+    face_engine: EngineRuntime, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    """``beside_reports`` (a job's output moderation) runs on a thread of its own while the
+    reports are made, on the result as returned; what it raises comes once the reports are
+    done; without reports to make it runs on the caller's thread."""
+    pipeline = face_engine.pipeline(PipelineSpec())
+    source, target = photos[SOURCE][0], photos[FRONTAL][0]
+    seen: list[tuple[str, Frame]] = []
+
+    def read(result: Frame) -> None:
+        seen.append((threading.current_thread().name, result.copy()))
+
+    reports: list[FaceReport] = []
+    result = pipeline.run_image([source], target, reports=reports, beside_reports=read)
+    ((thread, frame),) = seen
+    assert thread != threading.current_thread().name
+    assert np.array_equal(frame, result)
+    assert len(reports) == 1
+
+    def refuse(_result: Frame) -> None:
+        raise Refused
+
+    reports = []
+    with pytest.raises(Refused):
+        pipeline.run_image([source], target, reports=reports, beside_reports=refuse)
+    assert len(reports) == 1  # the reports were made before the refusal came
+
+    seen.clear()
+    pipeline.run_image([source], target, beside_reports=read)  # no reports wanted
+    assert [name for name, _ in seen] == [threading.current_thread().name]

@@ -8,10 +8,11 @@ jobs in parallel threads.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,6 +56,32 @@ class OutputSpec(BaseModel):
 
     format: Literal["jpeg", "png", "webp"] | None = None
     quality: int = Field(default=90, ge=1, le=100)
+
+
+@contextlib.contextmanager
+def beside(work: Callable[[Frame], None] | None, frame: Frame) -> Iterator[None]:
+    """``work(frame)`` on a thread of its own while the block runs (a new thread: it
+    inherits the caller's CPU priority, which differs between a worker's lanes); its
+    exception, if any, is raised after the block (the block's own first)."""
+    if work is None:
+        yield
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work(frame)
+        except BaseException as exc:  # handed to the caller below
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="beside-reports", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 class PipelineSpec(BaseModel):
@@ -229,12 +256,16 @@ class Pipeline:
         models_used: dict[str, str] | None = None,
         counts: dict[str, int] | None = None,
         reports: list[FaceReport] | None = None,
+        beside_reports: Callable[[Frame], None] | None = None,
     ) -> Frame:
         """Process one target image; ``NoFaceDetected`` when a face processor finds no face.
         ``models_used``, when given, receives the model name -> tag the run used; ``counts``
         the faces found in the target (``target_faces``) and those processed (``processed``);
         ``reports`` the quality report of each swapped face (``engine.report``; none where
-        the pipeline swaps nothing or the recogniser is not installed)."""
+        the pipeline swaps nothing or the recogniser is not installed). ``beside_reports``:
+        more reading of the result (the output's moderation), run on a thread of its own
+        while the reports are made (neither changes the result), else after processing;
+        what it raises is raised once both are done."""
         report = on_progress or (lambda fraction, stage: None)
         report(0.0, "analyse")
         ctx = self.prepare(
@@ -260,7 +291,10 @@ class Pipeline:
         else:
             result = self.process_frame(target, ctx, faces=target_faces)
         if reports is not None and wants_reports and identity_available():
-            reports.extend(self.face_reports(ctx, target, result))
+            with beside(beside_reports, result):
+                reports.extend(self.face_reports(ctx, target, result))
+        elif beside_reports is not None:
+            beside_reports(result)
         if counts is not None:
             counts.update(target_faces=len(target_faces), processed=len(ctx.selected))
         report(1.0, "done")

@@ -192,6 +192,18 @@ class EngineRunner:
         pipeline = self.engine.pipeline(spec)
         models_used: dict[str, str] = {}
         reports: list[FaceReport] = []
+        # The output's moderation reads the result beside its quality report, unless the
+        # tenant's weak-swap action may change the result (restore a face) or fail the job
+        # (which it did before the output was ever moderated).
+        moderated_beside = policy.weak_swap == "keep"
+        output_refused: list[BaseException] = []
+
+        def moderate_output(result: Frame) -> None:
+            try:
+                moderation.check_output(result)
+            except BaseException as exc:  # raised below, where the check always was
+                output_refused.append(exc)
+
         frame = pipeline.run_image(
             [s.frame for s in sources],
             target.frame,
@@ -202,10 +214,14 @@ class EngineRunner:
             model_request=model_request_for(job.tenant_id, str(job.id), policy),
             models_used=models_used,
             reports=reports,
+            beside_reports=moderate_output if moderated_beside else None,
         )
         reports = apply_weak_swap_policy(policy.weak_swap, reports, target.frame, frame)
         observe_swap_quality(job.tenant_id, ((r.d_source, r.verdict) for r in reports))
-        moderation.check_output(frame)  # before the result is encoded, marked and stored
+        if output_refused:
+            raise output_refused[0]
+        if not moderated_beside:
+            moderation.check_output(frame)  # before the result is encoded, marked and stored
         fmt = output_format(spec, target)
         alpha = (
             target.alpha
