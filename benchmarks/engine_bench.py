@@ -10,7 +10,8 @@ issue 28 asks one face ≤ 20 ms and six faces ≤ 40 ms.
 The one-face frame is measured again with the target's outline kept (``keep_outline``) and with
 the swap as it was before issue 16 (identity), and as a whole image job (``job``: what a worker
 does for it, step by step: decode, moderation of the inputs and the output, the analysis and
-swap, the quality report, the watermark, the encode).
+swap, the quality report, the watermark, the encode; the output's moderation runs on its own
+thread beside the report, so the steps add up to more than the job).
 The baseline is ENGINE-NOTES' prototype analysis set-up (tiles always at full size, mesh
 crops of 384 px) measured in the same run, plus the prototype's swap time as recorded there
 (10-22 ms per face; its code is not kept, so that part is a constant).
