@@ -64,10 +64,10 @@ R = TypeVar("R")
 
 
 @contextlib.contextmanager
-def beside(work: Callable[[Frame], None] | None, frame: Frame) -> Iterator[None]:
-    """``work(frame)`` on a thread of its own while the block runs (a new thread: it
-    inherits the caller's CPU priority, which differs between a worker's lanes); its
-    exception, if any, is raised after the block (the block's own first)."""
+def beside(work: Callable[[], None] | None, name: str) -> Iterator[None]:
+    """``work()`` on a thread of its own while the block runs (a new thread: it inherits the
+    caller's CPU priority, which differs between a worker's lanes); its exception, if any,
+    is raised after the block (the block's own first)."""
     if work is None:
         yield
         return
@@ -75,11 +75,11 @@ def beside(work: Callable[[Frame], None] | None, frame: Frame) -> Iterator[None]
 
     def run() -> None:
         try:
-            work(frame)
+            work()
         except BaseException as exc:  # handed to the caller below
             failed.append(exc)
 
-    thread = threading.Thread(target=run, name="beside-reports", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
         yield
@@ -90,29 +90,18 @@ def beside(work: Callable[[Frame], None] | None, frame: Frame) -> Iterator[None]
 
 
 def on_two_threads(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``[work(item) for item in items]``, every other item on a new thread (a new one: it
-    inherits the caller's CPU priority) where there are several items and cores; the
-    first exception, if any, is raised once both are done."""
+    """``[work(item) for item in items]``, every other item :func:`beside` the caller where
+    there are several items and cores."""
     if len(items) < 2 or (os.cpu_count() or 1) < 2:
         return [work(item) for item in items]
     results: dict[int, R] = {}
-    failed: list[BaseException] = []
 
     def run(start: int) -> None:
-        try:
-            for index in range(start, len(items), 2):
-                results[index] = work(items[index])
-        except BaseException as exc:  # handed to the caller below
-            failed.append(exc)
+        for index in range(start, len(items), 2):
+            results[index] = work(items[index])
 
-    helper = threading.Thread(target=run, args=(1,), name="face-reports", daemon=True)
-    helper.start()
-    try:
+    with beside(lambda: run(1), "face-reports"):
         run(0)
-    finally:
-        helper.join()
-    if failed:
-        raise failed[0]
     return [results[index] for index in range(len(items))]
 
 
@@ -323,7 +312,8 @@ class Pipeline:
         else:
             result = self.process_frame(target, ctx, faces=target_faces)
         if reports is not None and wants_reports and identity_available():
-            with beside(beside_reports, result):
+            moderate = None if beside_reports is None else lambda: beside_reports(result)
+            with beside(moderate, "beside-reports"):
                 reports.extend(self.face_reports(ctx, target, result))
         elif beside_reports is not None:
             beside_reports(result)
