@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from tests.testdata import FACES
 
+from facegate.engine.errors import NoFaceDetected
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import FaceRecogniser
 from facegate.engine.pipeline import PipelineSpec, on_two_threads
@@ -16,7 +17,7 @@ from facegate.engine.report import FaceReport, report_face, verdict
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.mesh_warp import MeshWarpBackend
 from facegate.engine.swap.options import FaceSwapperOptions
-from facegate.engine.types import Face, Frame
+from facegate.engine.types import Face, FloatArray, Frame
 
 pytestmark = pytest.mark.skipif(not FACES.is_dir(), reason=f"test photos not at {FACES}")
 
@@ -181,9 +182,10 @@ def test_two_threads_keep_the_order_and_hand_back_the_first_failure() -> None:
         threads.add(threading.current_thread().name)
         return value * value
 
-    assert on_two_threads(square, list(range(7))) == [v * v for v in range(7)]
+    assert on_two_threads(square, list(range(7)), "squares") == [v * v for v in range(7)]
     assert len(threads) == 2  # the caller's and one more
-    assert on_two_threads(square, [3]) == [9]
+    assert "squares" in threads
+    assert on_two_threads(square, [3], "squares") == [9]
 
     def fail_on_odd(value: int) -> int:
         if value % 2:
@@ -191,7 +193,7 @@ def test_two_threads_keep_the_order_and_hand_back_the_first_failure() -> None:
         return value
 
     with pytest.raises(Refused):
-        on_two_threads(fail_on_odd, list(range(4)))
+        on_two_threads(fail_on_odd, list(range(4)), "squares")
 
 
 def test_a_group_photos_reports_are_each_faces_own_in_order(
@@ -216,3 +218,44 @@ def test_a_group_photos_reports_are_each_faces_own_in_order(
             assert alone == faces[key]
             compared += 1
     assert compared == len(reports)
+
+
+def test_an_image_run_analyses_the_target_and_describes_the_source_beside_the_other_work(
+    face_engine: EngineRuntime,
+    photos: dict[str, tuple[Frame, Face]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run_image`` analyses the target on the analyser's aside threads while the sources
+    are prepared, and describes the source for the report on a thread of its own while the
+    face is swapped: the reports are those made afterwards, one step after the other; a
+    source without a face is still the error, whatever the target's analysis found."""
+    pipeline = face_engine.pipeline(PipelineSpec())
+    source, target = photos[SOURCE][0], photos[FRONTAL][0]
+    recogniser = pipeline.identity.recogniser
+    analysed: dict[int, str] = {}
+    described: list[str] = []
+    analyse, describe = pipeline.analyser.analyse, recogniser.describe
+
+    def analyse_where(frame: Frame, *args: object, **kwargs: object) -> list[Face]:
+        analysed[id(frame)] = threading.current_thread().name
+        return analyse(frame, *args, **kwargs)  # type: ignore[arg-type]
+
+    def describe_where(frame: Frame, face: Face) -> FloatArray:
+        described.append(threading.current_thread().name)
+        return describe(frame, face)
+
+    monkeypatch.setattr(pipeline.analyser, "analyse", analyse_where)
+    monkeypatch.setattr(recogniser, "describe", describe_where)
+    reports: list[FaceReport] = []
+    result = pipeline.run_image([source], target, reports=reports)
+    here = threading.current_thread().name
+    assert analysed[id(source)] == here
+    assert analysed[id(target)].startswith("tracker-detect")
+    assert described == ["source-descriptors"]
+    ctx = pipeline.prepare([source])
+    ctx.selected = pipeline.select(target, ctx, analyse(target))
+    assert reports == pipeline.face_reports(ctx, target, result)
+
+    no_face = cv2.imread(str(FACES / "no_face_landscape_mountains.jpg"), cv2.IMREAD_COLOR)
+    with pytest.raises(NoFaceDetected, match="source image 1 has no face"):
+        pipeline.run_image([no_face], target, reports=[])

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -26,7 +27,7 @@ from facegate.engine.identity import available as identity_available
 from facegate.engine.modelstore.tags import ModelRequest
 from facegate.engine.processors.base import JobContext, Processor, ProcessorOptions
 from facegate.engine.processors.registry import ProcessorRegistry
-from facegate.engine.report import FaceReport, report_face
+from facegate.engine.report import FaceMeasure, FaceReport, judge, measure_face
 from facegate.engine.selection import SelectorSpec, prepare_sources, select_faces
 from facegate.engine.sourcecache import SourceFaceCache
 from facegate.engine.tracking import TrackerOptions
@@ -63,35 +64,41 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def started(work: Callable[[], R], name: str) -> Future[R]:
+    """``work()`` begun now on a thread of its own (a new thread: it inherits the caller's
+    CPU priority, which differs between a worker's lanes); its result or exception in the
+    future."""
+    future: Future[R] = Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed to whoever reads the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
 @contextlib.contextmanager
 def beside(work: Callable[[], None] | None, name: str) -> Iterator[None]:
-    """``work()`` on a thread of its own while the block runs (a new thread: it inherits the
-    caller's CPU priority, which differs between a worker's lanes); its exception, if any,
-    is raised after the block (the block's own first)."""
+    """``work()`` on a thread of its own (:func:`started`) while the block runs; its
+    exception, if any, is raised after the block (the block's own first)."""
     if work is None:
         yield
         return
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the caller below
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
+    running = started(work, name)
     try:
         yield
     finally:
-        thread.join()
-    if failed:
-        raise failed[0]
+        wait([running])
+    running.result()
 
 
-def on_two_threads(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``[work(item) for item in items]``, every other item :func:`beside` the caller where
-    there are several items and cores."""
+def on_two_threads(work: Callable[[T], R], items: Sequence[T], name: str) -> list[R]:
+    """``[work(item) for item in items]``, every other item :func:`beside` the caller (on a
+    thread called ``name``) where there are several items and cores."""
     if len(items) < 2 or (os.cpu_count() or 1) < 2:
         return [work(item) for item in items]
     results: dict[int, R] = {}
@@ -100,7 +107,7 @@ def on_two_threads(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
         for index in range(start, len(items), 2):
             results[index] = work(items[index])
 
-    with beside(lambda: run(1), "face-reports"):
+    with beside(lambda: run(1), name):
         run(0)
     return [results[index] for index in range(len(items))]
 
@@ -228,6 +235,17 @@ class Pipeline:
             processor.prepare(ctx)
         return ctx
 
+    def select(
+        self, frame: Frame, ctx: JobContext, target_faces: Sequence[Face]
+    ) -> list[tuple[int, Face]]:
+        """The (source face index, target face) pairs the processors will work on, by the
+        selector; sets ``ctx.target_faces`` (in the selector's order)."""
+        ctx.target_faces = sort_faces(target_faces, self.spec.selector.order)
+        reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
+        if self.spec.selector.mode == "reference":
+            self.identity.attach(frame, ctx.target_faces)
+        return select_faces(ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces)
+
     def process_frame(
         self,
         frame: Frame,
@@ -246,16 +264,11 @@ class Pipeline:
         # The frame as it came, for processors that restore something of it (expression).
         ctx.state.setdefault("pipeline", {})["original_frame"] = frame
         target_faces = list(faces) if faces is not None else self.analyser.analyse(frame)
-        ctx.target_faces = sort_faces(target_faces, self.spec.selector.order)
         if selected is not None:
+            ctx.target_faces = sort_faces(target_faces, self.spec.selector.order)
             ctx.selected = list(selected)
         else:
-            reference_faces = ctx.state.get("pipeline", {}).get("reference_faces", [])
-            if self.spec.selector.mode == "reference":
-                self.identity.attach(frame, ctx.target_faces)
-            ctx.selected = select_faces(
-                ctx.source_faces, ctx.target_faces, self.spec.selector, reference_faces
-            )
+            ctx.selected = self.select(frame, ctx, target_faces)
         for processor in self.processors:
             ctx.check_cancelled()
             started = time.perf_counter()
@@ -289,46 +302,74 @@ class Pipeline:
         what it raises is raised once both are done."""
         report = on_progress or (lambda fraction, stage: None)
         report(0.0, "analyse")
-        ctx = self.prepare(
-            sources,
-            source_keys=source_keys,
-            reference=reference,
-            cancel=cancel,
-            model_request=model_request,
-        )
+        # The target is analysed on the analyser's aside threads while the sources are
+        # analysed and prepared here (mediapipe releases the interpreter: two cores busy).
+        analysing = self.analyser.aside().submit(self.analyser.analyse, target)
+        try:
+            ctx = self.prepare(
+                sources,
+                source_keys=source_keys,
+                reference=reference,
+                cancel=cancel,
+                model_request=model_request,
+            )
+        except BaseException:
+            analysing.cancel()  # one under way ends on its own; nothing reads it
+            raise
         if models_used is not None:  # processors resolved their models in prepare()
             models_used.update(ctx.models_used)
             ctx.models_used = models_used
         report(0.3, "detect")
-        target_faces = self.analyser.analyse(target)
+        # Not started yet (the aside threads busy with videos' keyframes): analysed here.
+        target_faces = self.analyser.analyse(target) if analysing.cancel() else analysing.result()
         if not target_faces and self.needs_target_face:
             raise NoFaceDetected("the target image has no face")
         report(0.5, "process")
         wants_reports = reports is not None and "face_swapper" in self.spec.processors
-        if wants_reports:
-            # The reports compare the result with the target as it came: the processors get
-            # a copy, handed over (they paste into it: one whole-frame copy, not two).
-            result = self.process_frame(target.copy(), ctx, faces=target_faces, owned=True)
-        else:
+        if not (wants_reports and identity_available()):
             result = self.process_frame(target, ctx, faces=target_faces)
-        if reports is not None and wants_reports and identity_available():
-            moderate = None if beside_reports is None else lambda: beside_reports(result)
-            with beside(moderate, "beside-reports"):
-                reports.extend(self.face_reports(ctx, target, result))
-        elif beside_reports is not None:
-            beside_reports(result)
+            if beside_reports is not None:
+                beside_reports(result)
+        else:
+            assert reports is not None  # (wants_reports)
+            # The sources' descriptors need no result: made on a thread of their own while
+            # the faces are swapped and the result's faces measured.
+            selected = self.select(target, ctx, target_faces)
+            indexes = [source_index for source_index, _ in selected]
+            describing = started(
+                lambda: self._source_embeddings(ctx, indexes), "source-descriptors"
+            )
+            try:
+                # The reports compare the result with the target as it came: the processors
+                # get a copy, handed over (they paste into it: one whole-frame copy, not two).
+                result = self.process_frame(
+                    target.copy(), ctx, faces=target_faces, selected=selected, owned=True
+                )
+                moderate = None if beside_reports is None else lambda: beside_reports(result)
+                with beside(moderate, "beside-reports"):
+                    measures = self._measure_faces(ctx, target, result)
+                    embeddings = describing.result()
+                    reports.extend(judge(m, embeddings[indexes[m.index]]) for m in measures)
+            finally:
+                wait([describing])  # (a failed swap: its end too)
         if counts is not None:
             counts.update(target_faces=len(target_faces), processed=len(ctx.selected))
         report(1.0, "done")
         return result
 
     def face_reports(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]:
-        """The quality report of each face ``ctx`` swapped from ``target`` into ``result``;
-        several faces' reports are made on two threads (dlib's search, the aligner and the
-        descriptor all release the interpreter)."""
+        """The quality report of each face ``ctx`` swapped from ``target`` into ``result``."""
+        indexes = [source_index for source_index, _ in ctx.selected]
+        embeddings = self._source_embeddings(ctx, indexes)
+        measures = self._measure_faces(ctx, target, result)
+        return [judge(m, embeddings[indexes[m.index]]) for m in measures]
+
+    def _source_embeddings(self, ctx: JobContext, indexes: Sequence[int]) -> dict[int, FloatArray]:
+        """The recogniser's descriptor of each source face named (by its index in
+        ``ctx.source_faces``), through the source cache where the face has a key."""
         recogniser = self.identity.recogniser
         embeddings: dict[int, FloatArray] = {}
-        for source_index, _face in ctx.selected:
+        for source_index in indexes:
             if source_index not in embeddings:
                 source = ctx.source_faces[source_index]
                 which = source.extra.get("source_frame", 0)
@@ -342,12 +383,18 @@ class Pipeline:
                     embeddings[source_index] = describe()
                 else:  # a source image's face is described once for all its jobs
                     embeddings[source_index] = self.source_cache.descriptor(key, describe)
+        return embeddings
 
-        def one(item: tuple[int, tuple[int, Face]]) -> FaceReport:
-            index, (source_index, face) = item
-            return report_face(recogniser, embeddings[source_index], target, result, face, index)
+    def _measure_faces(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceMeasure]:
+        """``measure_face`` of each face ``ctx`` swapped, in order; several faces on two
+        threads (dlib's search, the aligner and the descriptor all release the interpreter)."""
+        recogniser = self.identity.recogniser
 
-        return on_two_threads(one, list(enumerate(ctx.selected)))
+        def one(item: tuple[int, tuple[int, Face]]) -> FaceMeasure:
+            index, (_, face) = item
+            return measure_face(recogniser, target, result, face, index)
+
+        return on_two_threads(one, list(enumerate(ctx.selected)), "face-reports")
 
     def run_video(
         self,

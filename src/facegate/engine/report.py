@@ -90,6 +90,57 @@ def face_pose(face: Face) -> tuple[float, float]:
     return float(yaw), float(pitch)
 
 
+@dataclass(frozen=True)
+class FaceMeasure:
+    """What a report reads off the result and the target alone (no source): the result's
+    descriptor, its distance to the original face, the tone and the pose. ``judge`` adds
+    the source's descriptor, which may be made meanwhile (``Pipeline.run_image``)."""
+
+    face: Face
+    index: int
+    swapped: FloatArray  # the result's descriptor
+    d_target: float
+    tone: float  # nan: the face too small to measure
+    yaw: float
+    pitch: float
+
+
+def measure_face(
+    recogniser: FaceRecogniser, target: Frame, result: Frame, face: Face, index: int = 0
+) -> FaceMeasure:
+    """The source-free part of the report of ``face`` (found in ``target``) as swapped in
+    ``result`` (the same size, the face where it was: the swap keeps the target's pose)."""
+    # One box search for both chips (the swap keeps the face where it was), on the result:
+    # d(result, source), the headline figure, reads the result as the judge does.
+    swapped, original = recogniser.descriptors(recogniser.chips_at([result, target], face))
+    yaw, pitch = face_pose(face)
+    return FaceMeasure(
+        face=face,
+        index=index,
+        swapped=swapped,
+        d_target=identity_distance(swapped, original),
+        tone=tone_delta_e(result, target, face.landmarks),
+        yaw=yaw,
+        pitch=pitch,
+    )
+
+
+def judge(measure: FaceMeasure, source_embedding: FloatArray) -> FaceReport:
+    """The report of a measured face against the source's descriptor."""
+    d_source = identity_distance(measure.swapped, source_embedding)
+    x0, y0, x1, y1 = (float(v) for v in np.asarray(measure.face.box, np.float64)[:4])
+    return FaceReport(
+        face=measure.index,
+        box=(x0, y0, x1, y1),
+        d_source=round(d_source, 4),
+        d_target=round(measure.d_target, 4),
+        tone=None if np.isnan(measure.tone) else round(measure.tone, 2),
+        yaw=round(measure.yaw, 1),
+        pitch=round(measure.pitch, 1),
+        verdict=verdict(d_source, measure.d_target),
+    )
+
+
 def report_face(
     recogniser: FaceRecogniser,
     source_embedding: FloatArray,
@@ -98,26 +149,8 @@ def report_face(
     face: Face,
     index: int = 0,
 ) -> FaceReport:
-    """The report of ``face`` (found in ``target``) as swapped in ``result`` (the same size,
-    the face where it was: the swap keeps the target's pose)."""
-    # One box search for both chips (the swap keeps the face where it was), on the result:
-    # d(result, source), the headline figure, reads the result as the judge does.
-    swapped, original = recogniser.descriptors(recogniser.chips_at([result, target], face))
-    d_source = identity_distance(swapped, source_embedding)
-    d_target = identity_distance(swapped, original)
-    tone = tone_delta_e(result, target, face.landmarks)
-    yaw, pitch = face_pose(face)
-    x0, y0, x1, y1 = (float(v) for v in np.asarray(face.box, np.float64)[:4])
-    return FaceReport(
-        face=index,
-        box=(x0, y0, x1, y1),
-        d_source=round(d_source, 4),
-        d_target=round(d_target, 4),
-        tone=None if np.isnan(tone) else round(tone, 2),
-        yaw=round(yaw, 1),
-        pitch=round(pitch, 1),
-        verdict=verdict(d_source, d_target),
-    )
+    """The report of ``face`` (found in ``target``) as swapped in ``result``."""
+    return judge(measure_face(recogniser, target, result, face, index), source_embedding)
 
 
 def restore_face(result: Frame, target: Frame, box: tuple[float, float, float, float]) -> None:

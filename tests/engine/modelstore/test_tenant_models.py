@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from facegate.engine.errors import ModelUnavailable
+from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import IdentityDescriber
 from facegate.engine.modelstore.hub import ModelHub
 from facegate.engine.modelstore.store import ModelStore
@@ -22,13 +23,14 @@ from onnx_graphs import arcface_graph, swapper_graph
 ARC_W = np.random.default_rng(5).normal(size=(3, 512)).astype(np.float32)
 
 
-class FixedAnalyser:
+class FixedAnalyser(FaceAnalyser):
     """Finds the same one face in every frame (the model path is under test, not detection)."""
 
     def __init__(self, face: Face) -> None:
+        super().__init__()
         self.face = face
 
-    def analyse(self, frame: Frame) -> list[Face]:
+    def analyse(self, frame: Frame, timings: dict[str, float] | None = None) -> list[Face]:
         return [self.face]
 
 
