@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from facegate.engine.image import ImageLimits, LoadedImage, OutputFormat, encode_image, load_image
 from facegate.engine.moderation import ModerationPolicy
-from facegate.engine.pipeline import PipelineSpec, on_two_threads
+from facegate.engine.pipeline import PipelineSpec
 from facegate.engine.report import FaceReport, apply_weak_swap_policy
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.types import Frame
@@ -162,14 +162,9 @@ class EngineRunner:
         target: LoadedImage | None = None
         reference: Frame | None = None
         input_pixels = input_bytes = 0
-        inputs = [
-            (name, self.tenant_store.get(job.tenant_id, "inputs", job.id, name))
-            for name in job.inputs
-        ]
-        # Decoded on two threads (Pillow's decoders and the colour conversion release the
-        # interpreter): a target and its source at once.
-        decoded = on_two_threads(lambda item: load_image(item[1], limits), inputs, "image-decode")
-        for (name, data), loaded in zip(inputs, decoded, strict=True):
+        for name in job.inputs:
+            data = self.tenant_store.get(job.tenant_id, "inputs", job.id, name)
+            loaded = load_image(data, limits)
             input_pixels += loaded.width * loaded.height
             input_bytes += len(data)
             if name.startswith("target"):
