@@ -33,7 +33,7 @@ import cv2
 import httpx
 
 import noisy_neighbour as nn
-from benchkit import FACES, load_average
+from benchkit import FACES, load_average, read_frame
 from engine_bench import at_1080p
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -41,9 +41,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 def inputs(jobs: int, new_source: bool) -> tuple[bytes, list[bytes]]:
     """The target's bytes and one source's per job."""
-    closeup = at_1080p(cv2.imread(str(FACES / "man_frontal_beard_closeup.jpg")))
+    closeup = at_1080p(read_frame(FACES / "man_frontal_beard_closeup.jpg"))
     target = cv2.imencode(".jpg", closeup, [cv2.IMWRITE_JPEG_QUALITY, 92])[1].tobytes()
-    selfie = cv2.imread(str(FACES / "woman_a_selfie_frontal_01.jpg"))
+    selfie = read_frame(FACES / "woman_a_selfie_frontal_01.jpg")
     # JPEG qualities 70..99 give other bytes each (the service keys a source by its sha256)
     qualities = [70 + (n % 30) for n in range(jobs)] if new_source else [90] * jobs
     sources = [
