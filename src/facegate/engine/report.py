@@ -15,7 +15,9 @@ and a verdict:
 
 The recogniser costs one ResNet pass per face and image (~8 ms on a CPU core, plus dlib's
 detector and aligner on a crop around the face): a video reports its sampled frames only,
-never every frame.
+never every frame. A report is made in two parts: ``measure_face`` reads the result and the
+target (no source), ``judge`` adds the source's descriptor, which an image job makes
+meanwhile on another thread (``Pipeline.run_image``).
 """
 
 from __future__ import annotations
