@@ -103,3 +103,20 @@ def test_powers_of_two_reserve_more_than_asked(tmp_path: Path) -> None:
     # kNextPowerOfTwo took a 2 GiB region for a 1.1 GiB need: why the budget's default is
     # kSameAsRequested (the estimate is what the device then holds).
     assert session.reserved == 1 * MIB + 2 * GIB
+
+
+def test_the_cuda_libraries_are_loaded_through_onnxruntime_s_preload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before its first CUDA session the pool loads the CUDA libraries with onnxruntime's
+    own ``preload_dlls``, importing onnxruntime there (the module does not at start): the
+    fake device above replaces this step, so it is called here for real."""
+    calls: list[tuple[object, ...]] = []
+    monkeypatch.setattr(onnxruntime, "preload_dlls", lambda *a: calls.append(a), raising=False)
+    inference.load_cuda_libraries.cache_clear()
+    try:
+        inference.load_cuda_libraries()
+        inference.load_cuda_libraries()
+    finally:
+        inference.load_cuda_libraries.cache_clear()
+    assert calls == [()]  # once per process

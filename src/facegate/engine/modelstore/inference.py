@@ -233,7 +233,9 @@ def load_cuda_libraries() -> None:
     (requirements/cuda.txt), which are not on the loader's path: without this the provider
     fails to load and onnxruntime runs the session on the CPU. ``preload_dlls`` (onnxruntime
     >= 1.21) looks in those wheels, then the default paths, and prints what it cannot load."""
-    preload = getattr(ort, "preload_dlls", None)
+    import onnxruntime  # optional: called with the first CUDA session's load only
+
+    preload = getattr(onnxruntime, "preload_dlls", None)
     if preload is not None:
         preload()
 
