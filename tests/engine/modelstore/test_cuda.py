@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from onnx import helper
 
 from facegate.engine.modelstore.inference import Device, InferencePool, PoolSettings
 from facegate.engine.networks.onnx_swap import OnnxSwapBackend
 from facegate.engine.swap.options import FaceSwapperOptions
-from onnx_graphs import affine_graph, create_face, create_frame, create_hub
+from onnx_graphs import affine_graph, create_face, create_frame, create_hub, save_graph
 
 INSTALLED = ort.get_available_providers()
 pytestmark = pytest.mark.skipif(
@@ -57,3 +58,27 @@ def test_a_swap_on_cuda_gives_the_cpu_result(tmp_path: Path, boost: int | None) 
     assert not np.array_equal(results["cpu"], frame)  # the swap changed the face
     difference = np.abs(results["cuda"].astype(int) - results["cpu"].astype(int))
     assert difference.max() <= 1
+
+
+def test_a_cuda_session_keeps_to_the_pool_s_memory_cap(tmp_path: Path) -> None:
+    """The pool's cap reaches the CUDA provider (``gpu_mem_limit``, the growth strategy):
+    a model whose output is 256 MiB runs uncapped and fails under a 64 MiB cap."""
+    mib = 1 << 20
+    path = save_graph(
+        tmp_path / "tile.onnx",
+        [helper.make_node("Tile", ["input", "repeats"], ["output"])],
+        [("input", [1, 1024, 1024])],
+        [("output", [64, 1024, 1024])],
+        [np.array([64, 1, 1], np.int64)],
+        ["repeats"],
+    )
+    x = np.ones((1, 1024, 1024), np.float32)
+    capped = InferencePool(PoolSettings(device="cuda", gpu_mem_limit=64 * mib)).session(path)
+    options = capped.get_provider_options()["CUDAExecutionProvider"]
+    assert options["gpu_mem_limit"] == str(64 * mib)
+    assert options["arena_extend_strategy"] == "kSameAsRequested"
+    with pytest.raises(Exception, match=r"(?i)alloc|memory"):
+        capped.run(None, {"input": x})
+    uncapped = InferencePool(PoolSettings(device="cuda")).session(path)
+    (out,) = uncapped.run(None, {"input": x})
+    assert out.shape == (64, 1024, 1024)
