@@ -12,6 +12,9 @@ The model is loaded through facegate's ``InferencePool`` with ``device="cpu"`` a
 onnxruntime has the CUDA provider (onnxruntime-gpu and an NVIDIA GPU), ``device="cuda"``;
 each is timed call by call (the swap calls its model once per face, batch 1).
 
+On CUDA the model is timed again loaded as the start-up warm-up list loads it
+(``InferencePool.warm_up``: one run on zeros), whose first call is then a steady one.
+
     python benchmarks/cuda_bench.py [--runs 30] [--channels 256] [--blocks 6]
 """
 
@@ -108,9 +111,15 @@ def swapper_stand_in(path: Path, channels: int, blocks: int) -> float:
     return g.flops / 1e9
 
 
-def time_device(path: Path, device: Device, runs: int) -> dict[str, float | str]:
+def time_device(
+    path: Path, device: Device, runs: int, warm_up: bool = False
+) -> dict[str, float | str]:
+    """Load (``warm_up``: as the start-up warm-up list does, which on CUDA also runs the
+    model once on zeros), then the first call and the steady calls."""
     pool = InferencePool(PoolSettings(device=device))
     started = time.perf_counter()
+    if warm_up:
+        pool.warm_up([path])
     session = pool.session(path)
     load = time.perf_counter() - started
     rng = np.random.default_rng(1)
@@ -158,7 +167,12 @@ def main() -> None:
         else:
             print("no CUDAExecutionProvider: CPU only (install onnxruntime-gpu on an NVIDIA host)")
         results = {device: time_device(path, device, args.runs) for device in devices}
-    for device, r in results.items():
+        if "cuda" in results:
+            warmed = time_device(path, "cuda", args.runs, warm_up=True)
+    for device, r in [
+        *results.items(),
+        *([("cuda, warmed up", warmed)] if "cuda" in results else []),
+    ]:
         print(
             f"  {device:4} ({r['provider']}): load {r['load_s']:.2f} s, first call "
             f"{r['first_call_ms']:.1f} ms, p50 {r['p50_ms']:.2f} ms, min {r['min_ms']:.2f} ms, "
