@@ -44,7 +44,8 @@ class Settings(BaseSettings):
     # The installation's default model tag (the specification's MODEL_TAG): used for every
     # model installed with that tag unless a tenant's policy pins or splits it.
     model_tag: str | None = None
-    # Models loaded at start (comma-separated names), so the first job pays no cold start.
+    # Models loaded at start (comma-separated names), so the first job pays no cold start
+    # (one on the CUDA provider also runs once on zeros: its first call sets up the device).
     warmup_models: str = ""
     # The inference pool every process loads its models into (engine/modelstore/inference.py):
     # threads of each onnxruntime session within one operator, which ncnn (the built-in
