@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -234,15 +235,17 @@ class InferencePool:
 
 
 #: numpy's type of each ONNX tensor type a warm-up run can feed zeros of.
-_ZEROS_OF = {
-    "tensor(float)": "float32",
-    "tensor(float16)": "float16",
-    "tensor(double)": "float64",
-    "tensor(int64)": "int64",
-    "tensor(int32)": "int32",
-    "tensor(uint8)": "uint8",
-    "tensor(bool)": "bool",
-}
+_ZEROS_OF = MappingProxyType(
+    {
+        "tensor(float)": "float32",
+        "tensor(float16)": "float16",
+        "tensor(double)": "float64",
+        "tensor(int64)": "int64",
+        "tensor(int32)": "int32",
+        "tensor(uint8)": "uint8",
+        "tensor(bool)": "bool",
+    }
+)
 
 
 def first_run(session: Any) -> bool:
