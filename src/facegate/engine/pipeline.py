@@ -304,6 +304,9 @@ class Pipeline:
         report(0.0, "analyse")
         # The target is analysed on the analyser's aside threads while the sources are
         # analysed and prepared here (mediapipe releases the interpreter: two cores busy).
+        # Those threads keep their graphs; they run at the CPU priority of the thread that
+        # first used them (in a worker process, a worker's: jobs and the API's live streams
+        # share an analyser only in the threads shape, FACEGATE_WORKER_PROCESSES=false).
         analysing = self.analyser.aside().submit(self.analyser.analyse, target)
         try:
             ctx = self.prepare(
