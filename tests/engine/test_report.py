@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import cv2
 import numpy as np
@@ -236,9 +237,20 @@ def test_an_image_run_analyses_the_target_and_describes_the_source_beside_the_ot
     described: list[str] = []
     analyse, describe = pipeline.analyser.analyse, recogniser.describe
 
+    target_begun = threading.Event()
+    prepare = pipeline.prepare
+
     def analyse_where(frame: Frame, *args: object, **kwargs: object) -> list[Face]:
         analysed[id(frame)] = threading.current_thread().name
+        if frame is target:
+            target_begun.set()
         return analyse(frame, *args, **kwargs)  # type: ignore[arg-type]
+
+    def prepare_once_the_target_is_begun(*args: Any, **kwargs: Any) -> Any:
+        # (so the test does not depend on when the aside thread gets the CPU: a target
+        # whose analysis has not begun by the end of prepare is analysed on the caller)
+        assert target_begun.wait(10)
+        return prepare(*args, **kwargs)
 
     def describe_where(frame: Frame, face: Face) -> FloatArray:
         described.append(threading.current_thread().name)
@@ -246,6 +258,7 @@ def test_an_image_run_analyses_the_target_and_describes_the_source_beside_the_ot
 
     monkeypatch.setattr(pipeline.analyser, "analyse", analyse_where)
     monkeypatch.setattr(recogniser, "describe", describe_where)
+    monkeypatch.setattr(pipeline, "prepare", prepare_once_the_target_is_begun)
     reports: list[FaceReport] = []
     result = pipeline.run_image([source], target, reports=reports)
     here = threading.current_thread().name
