@@ -16,7 +16,7 @@ often is CPU taken from the job on a 2-core machine.
 alternating with this one ``--rounds`` times, so both see the same machine.
 
     .venv/bin/python benchmarks/serve_image_job.py [--jobs 16] [--source new|same]
-        [--rounds 3] [--baseline /tmp/base/src]
+        [--rounds 3] [--baseline OTHER/src]
 """
 
 from __future__ import annotations
