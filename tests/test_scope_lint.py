@@ -68,10 +68,21 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
     # Tracing a file looks its mark up by what the file carries, whoever made it.
     # A tenant's open streams (its cap) and one stream of the tenant's; the process running
     # a stream beats and ends its own row (by the id it opened); the sweep ends any tenant's
-    # stream whose process stopped beating (as the scheduler reaps leases).
+    # stream whose process stopped beating (as the scheduler reaps leases). A tenant's
+    # streams, and a stop asked of one (both by the tenant's id); the running process
+    # reads whether a stop was asked of its own row.
     "LiveStreamRow": (
         "streams/service.py",
-        {"hold_open_streams", "stream_row", "checkpoint", "_mark_ended", "sweep_lost_streams"},
+        {
+            "hold_open_streams",
+            "stream_row",
+            "tenant_streams",
+            "request_stop",
+            "stop_problem",
+            "checkpoint",
+            "_mark_ended",
+            "sweep_lost_streams",
+        },
     ),
     "ProvenanceMark": (
         "provenance/repository.py",

@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from facegate.api.deps import get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
@@ -20,7 +20,13 @@ from facegate.streams.ice import IceServers, client_ice_servers
 from facegate.streams.live import StreamDeps
 from facegate.streams.runtime import process_engines
 from facegate.streams.schemas import StreamAnswer, StreamList, StreamOut, StreamStart
-from facegate.streams.service import check_live_enabled, stream_row
+from facegate.streams.service import (
+    DELETED,
+    check_live_enabled,
+    request_stop,
+    stream_row,
+    tenant_streams,
+)
 from facegate.streams.start import start_stream as start
 from facegate.streams.tables import LiveStreamRow
 from facegate.tenancy.repository import TenancyRepository
@@ -85,10 +91,31 @@ def _ice_servers(state: AppState, tenant_id: str) -> IceServers:
 
 
 @router.get("/streams")
-async def list_streams(request: Request, principal: ReadPrincipal) -> StreamList:
-    """The tenant's streams on this server: live ones first, then those that ended."""
-    records = get_state(request).streams.of_tenant(principal.tenant_id)
-    return StreamList(items=[StreamOut.of(r) for r in records])
+async def list_streams(
+    request: Request,
+    principal: ReadPrincipal,
+    limit: Annotated[int, Query(ge=1, le=200, description="at most this many ended")] = 50,
+) -> StreamList:
+    """The tenant's streams on every API process: live ones first, then those that ended,
+    newest first (at most ``limit`` of those). A stream this process runs shows its live
+    figures (fps, latency, stages); another process's is as of its last heartbeat."""
+    state = get_state(request)
+    tenant_id = principal.tenant_id
+    stored = await asyncio.to_thread(_stored_streams, state, tenant_id, limit)
+    here = {record.id: StreamOut.of(record) for record in state.streams.of_tenant(tenant_id)}
+    items = [
+        here.pop(row.id) if row.id in here else StreamOut.of_row(row, frames)
+        for row, frames in stored
+    ]
+    # a stream being opened here has no row yet
+    items += [out for out in here.values() if out.state == "live"]
+    items.sort(key=lambda out: (out.state != "live", -out.created_at.timestamp()))
+    return StreamList(items=items)
+
+
+def _stored_streams(state: AppState, tenant_id: str, limit: int) -> list[tuple[LiveStreamRow, int]]:
+    with session_scope(state.session_factory, read_only=True) as session:
+        return tenant_streams(session, tenant_id, limit)
 
 
 @router.get("/streams/{stream_id}")
@@ -113,12 +140,49 @@ def _stored(
         return stream_row(session, tenant_id, stream_id)
 
 
-@router.delete("/streams/{stream_id}")
+@router.delete(
+    "/streams/{stream_id}",
+    responses={
+        202: {
+            "description": "Another process runs the stream and has been asked to "
+            "end it; it had not ended yet"
+        }
+    },
+)
 async def end_stream(
-    request: Request, principal: WritePrincipal, stream_id: uuid.UUID
+    request: Request, response: Response, principal: WritePrincipal, stream_id: uuid.UUID
 ) -> StreamOut:
-    """End the stream (metered up to now); an ended one is answered as it is."""
-    record = get_state(request).streams.get(principal.tenant_id, stream_id)
+    """End the stream (metered up to now); an ended one is answered as it is. A stream
+    another API process runs is asked to end through the database and answered once it
+    has (within ``stream_check_seconds`` and a second); 202 with it still live if not."""
+    state = get_state(request)
+    try:
+        record = state.streams.get(principal.tenant_id, stream_id)
+    except NotFound:
+        return await _end_elsewhere(state, response, principal.tenant_id, stream_id)
     if record.state == "live" and record.stop is not None:
-        await record.stop("deleted", None)
+        await record.stop(DELETED, None)
     return StreamOut.of(record)
+
+
+async def _end_elsewhere(
+    state: AppState, response: Response, tenant_id: str, stream_id: uuid.UUID
+) -> StreamOut:
+    """A stream this process does not run: its end asked through its row, which the
+    process running it reads with its credential checks; waited for a little."""
+
+    def ask() -> tuple[LiveStreamRow, int] | None:
+        with session_scope(state.session_factory) as session:
+            return request_stop(session, tenant_id, stream_id)
+
+    found = await asyncio.to_thread(ask)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2 * state.settings.stream_check_seconds + 1.0
+    while found is not None and found[0].ended_at is None and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+        found = await asyncio.to_thread(_stored, state, tenant_id, stream_id)
+    if found is None:
+        raise NotFound(f"no stream {stream_id}")
+    if found[0].ended_at is None:
+        response.status_code = 202
+    return StreamOut.of_row(*found)

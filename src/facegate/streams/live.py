@@ -10,9 +10,10 @@ Tasks, on the event loop:
   which has it swapped by the stream's engine child (``engines.ChildStream``; with
   ``stream_engine_process`` off, in the thread itself: ``frames.LiveFrames``), and the
   swapped frame to the outgoing track; frames that came meanwhile were dropped;
-- *watch* ends the stream at ``max_stream_seconds``, when the client went silent, or when
+- *watch* ends the stream at ``max_stream_seconds``, when the client went silent, when
   its key was revoked or its tenant suspended (the credentials checked again every
-  ``stream_check_seconds``), and reports progress (Prometheus; the data channel);
+  ``stream_check_seconds``), or when a ``DELETE`` answered by another API process asked
+  for its end (read with those checks), and reports progress (Prometheus; the data channel);
 - *moderate* scores one output frame every ``stream_moderation_seconds`` when the
   tenant's policy has moderation: a refusal ends the stream with its reason.
 
@@ -73,7 +74,7 @@ from facegate.streams.service import (
     StreamUsage,
     checkpoint,
     close_stream,
-    credentials_problem,
+    stop_problem,
 )
 from facegate.usage.service import Consumption
 
@@ -433,14 +434,14 @@ class LiveStream:
                 return
             if time.monotonic() - last_check >= settings.stream_check_seconds:
                 last_check = time.monotonic()
-                problem = await asyncio.to_thread(self._credentials_problem)
+                problem = await asyncio.to_thread(self._stop_problem)
                 if problem is not None:
                     await self.end(problem)
                     return
 
-    def _credentials_problem(self) -> str | None:
+    def _stop_problem(self) -> str | None:
         with session_scope(self.deps.session_factory, read_only=True) as session:
-            return credentials_problem(session, self.principal)
+            return stop_problem(session, self.principal, self.record.id)
 
     async def _moderate(self) -> None:
         every = self.deps.settings.stream_moderation_seconds

@@ -46,6 +46,7 @@ from facegate.usage.service import Consumption, record_stream_usage
 STREAM_START = "stream.start"
 DEVICE = "cpu"  # streams run in the API process, on its CPU
 STREAM_END = "stream.end"
+DELETED = "deleted"  # the end_reason of a stream ended by DELETE /v1/streams/{id}
 LOST = "server-lost"  # the end_reason of a stream whose process stopped beating
 #: a stream is lost once this many checkpoints' heartbeats are missing
 LOST_AFTER_CHECKPOINTS = 3
@@ -375,3 +376,51 @@ def stream_row(
         return None
     usage = UsageRepository(session).get_record(tenant_id, stream_id)
     return row, usage.frames if usage is not None else 0
+
+
+def tenant_streams(session: Session, tenant_id: str, limit: int) -> list[tuple[LiveStreamRow, int]]:
+    """The tenant's streams on every process, as the database has them (``stream_row``):
+    the open ones first, then those that ended, newest first; at most ``limit`` ended."""
+    newest = LiveStreamRow.started_at.desc()
+    mine = select(LiveStreamRow).where(LiveStreamRow.tenant_id == tenant_id)
+    rows = [
+        *session.scalars(mine.where(LiveStreamRow.ended_at.is_(None)).order_by(newest)),
+        *session.scalars(
+            mine.where(LiveStreamRow.ended_at.is_not(None)).order_by(newest).limit(limit)
+        ),
+    ]
+    usage = UsageRepository(session)
+    frames = {r.job_id: r.frames for r in usage.records_of(tenant_id, [row.id for row in rows])}
+    return [(row, frames.get(row.id, 0)) for row in rows]
+
+
+def request_stop(
+    session: Session, tenant_id: str, stream_id: uuid.UUID
+) -> tuple[LiveStreamRow, int] | None:
+    """Ask the process running the tenant's open stream to end it (``DELETE`` answered by
+    another process): it reads the request with its next credential check
+    (``stop_problem``). The stream as ``stream_row`` has it; None when not the tenant's."""
+    session.execute(
+        update(LiveStreamRow)
+        .where(
+            LiveStreamRow.id == stream_id,
+            LiveStreamRow.tenant_id == tenant_id,
+            LiveStreamRow.ended_at.is_(None),
+            LiveStreamRow.stop_requested_at.is_(None),
+        )
+        .values(stop_requested_at=utcnow())
+    )
+    return stream_row(session, tenant_id, stream_id)
+
+
+def stop_problem(session: Session, principal: Principal, stream_id: uuid.UUID) -> str | None:
+    """Why the process running a stream must end it now: its caller may no longer stream
+    (``credentials_problem``), or a ``DELETE`` on another process asked for its end
+    (``deleted``); None otherwise."""
+    problem = credentials_problem(session, principal)
+    if problem is not None:
+        return problem
+    asked = session.scalar(
+        select(LiveStreamRow.stop_requested_at).where(LiveStreamRow.id == stream_id)
+    )
+    return DELETED if asked is not None else None

@@ -3,7 +3,9 @@ by migration 0028_live_stream_heartbeats.
 
 The process that runs a stream writes its heartbeat (``heartbeat_at``, ``seconds`` live so
 far) in the transaction of each usage checkpoint, so the usage record and the heartbeat
-always agree. A stream whose heartbeat stops while it has no ``ended_at`` lost its process
+always agree. A ``DELETE`` answered by another process sets ``stop_requested_at``; the
+process running the stream reads it with its credential checks and ends it (migration
+0030_live_stream_stop). A stream whose heartbeat stops while it has no ``ended_at`` lost its process
 (killed, its machine gone): any process's sweep ends it as of its last heartbeat
 (``streams.service.sweep_lost_streams``). No foreign key to tenants, as usage records.
 """
@@ -35,3 +37,5 @@ class LiveStreamRow(Base):
     seconds: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
     end_reason: Mapped[str | None] = mapped_column(String(40), default=None)
+    #: a DELETE asked for its end on a process that does not run it
+    stop_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)

@@ -56,6 +56,13 @@ class UsageRepository:
         stmt = self.readable_statement(tenant_id).where(UsageRecord.job_id == job_id)
         return self.session.scalars(stmt).first()
 
+    def records_of(self, tenant_id: str, job_ids: list[uuid.UUID]) -> list[UsageRecord]:
+        """The tenant's records of these jobs or live streams (those that have one)."""
+        if not job_ids:
+            return []
+        stmt = self.readable_statement(tenant_id).where(UsageRecord.job_id.in_(job_ids))
+        return list(self.session.scalars(stmt))
+
     def update_record(self, tenant_id: str, job_id: uuid.UUID, values: dict[str, Any]) -> None:
         """Rewrite the figures of the tenant's record of ``job_id`` (a live stream's, as it
         runs: its checkpoints)."""

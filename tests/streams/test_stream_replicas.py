@@ -1,0 +1,144 @@
+"""A tenant's streams seen from an API process that does not run them (another replica
+behind the same load balancer, on the same database): listed, read, and ended by
+``DELETE``, which reaches the process running the stream through the stream's row; 404 for
+another tenant, as everywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from tests.dbkit import drop_schema, fresh_database, postgres_url
+from tests.streams.streamkit import LIVE_POLICY, open_stream, wait_for
+
+from facegate.database import session_scope, utcnow
+from facegate.observability.audit.tables import AuditEvent
+from facegate.provenance.keys import create_keys
+from facegate.streams.service import STREAM_END
+from facegate.streams.tables import LiveStreamRow
+from facegate.usage.tables import UsageRecord
+
+CHECK = 0.5  # stream_check_seconds: a stop asked elsewhere is read within this
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    engine, url, schema = fresh_database(request.param, tmp_path, name="replicas", what="stream")
+    engine.dispose()
+    if schema is not None:  # the cluster shape: the operator provides the signing identity
+        create_keys(tmp_path / "provenance")
+    yield url
+    base = postgres_url()
+    if schema is not None and base is not None:
+        drop_schema(base, schema)
+
+
+async def test_another_process_lists_reads_and_ends_a_stream(
+    make_client: Any, database_url: str
+) -> None:
+    async with (
+        make_client(database_url=database_url, stream_check_seconds=CHECK) as h,
+        make_client(
+            database_url=database_url, stream_check_seconds=CHECK, stream_engines_warm=0
+        ) as elsewhere,
+    ):
+        h.create_tenant("live", **LIVE_POLICY)
+        h.create_tenant("other", **LIVE_POLICY)
+        director = h.headers("live", ["director"])
+        viewer = h.headers("live", ["viewer"])
+        other = h.headers("other", ["director"])
+        live, response = await open_stream(h.client, director)
+        assert response.status_code == 201, response.text
+        stream_id = response.json()["id"]
+        url = f"/v1/streams/{stream_id}"
+        try:
+            await wait_for(lambda: len(live.received) >= 3, 60)
+
+            # The other process lists and reads it, live; another tenant sees nothing.
+            listed = (await elsewhere.client.get("/v1/streams", headers=viewer)).json()
+            assert [(s["id"], s["state"]) for s in listed["items"]] == [(stream_id, "live")]
+            assert (await elsewhere.client.get(url, headers=viewer)).json()["state"] == "live"
+            assert (await elsewhere.client.get("/v1/streams", headers=other)).json() == {
+                "items": []
+            }
+            assert (await elsewhere.client.delete(url, headers=other)).status_code == 404
+            assert (await elsewhere.client.delete(url, headers=viewer)).status_code == 403
+            await asyncio.sleep(3 * CHECK)
+            assert h.state.streams.get("live", uuid.UUID(stream_id)).state == "live"
+
+            # A DELETE there ends it here, and is answered once it has ended.
+            started = time.monotonic()
+            ended = await elsewhere.client.delete(url, headers=director)
+            took = time.monotonic() - started
+        finally:
+            await live.close()
+        assert ended.status_code == 200, ended.text
+        assert ended.json()["state"] == "ended"
+        assert ended.json()["end_reason"] == "deleted"
+        assert took <= 2 * CHECK + 1.0 + 0.5
+        assert any(
+            m == {"event": "ended", "reason": "deleted", "detail": None} for m in live.messages
+        )
+        record = h.state.streams.get("live", uuid.UUID(stream_id))
+        assert (record.state, record.end_reason) == ("ended", "deleted")
+        with session_scope(h.state.session_factory) as session:
+            usage = session.scalars(
+                select(UsageRecord).where(UsageRecord.job_id == uuid.UUID(stream_id))
+            ).one()
+            ends = session.scalars(
+                select(AuditEvent).where(
+                    AuditEvent.action == STREAM_END, AuditEvent.target == f"stream:{stream_id}"
+                )
+            ).all()
+            assert usage.duration_seconds == pytest.approx(record.seconds, abs=0.01)
+            assert [e.details["reason"] for e in ends] == ["deleted"]
+
+        # Both processes list it as ended; a second DELETE answers it as it is.
+        for process in (h, elsewhere):
+            items = (await process.client.get("/v1/streams", headers=viewer)).json()["items"]
+            assert [(s["id"], s["state"], s["end_reason"]) for s in items] == [
+                (stream_id, "ended", "deleted")
+            ]
+        again = await elsewhere.client.delete(url, headers=director)
+        assert (again.status_code, again.json()["end_reason"]) == (200, "deleted")
+
+
+async def test_a_stream_whose_process_does_not_answer_is_202_and_still_live(
+    make_client: Any,
+) -> None:
+    # A stream another replica runs that has not ended by the time the DELETE gives up
+    # waiting (that process stalled, or died: the sweep ends it as server-lost later).
+    async with make_client(stream_check_seconds=CHECK) as h:
+        h.create_tenant("live", **LIVE_POLICY)
+        director = h.headers("live", ["director"])
+        elsewhere = uuid.uuid4()
+        with session_scope(h.state.session_factory) as session:
+            now = utcnow()
+            session.add(
+                LiveStreamRow(
+                    id=elsewhere,
+                    tenant_id="live",
+                    node="replica-b:7",
+                    started_at=now,
+                    heartbeat_at=now,
+                    seconds=3.0,
+                )
+            )
+        started = time.monotonic()
+        response = await h.client.delete(f"/v1/streams/{elsewhere}", headers=director)
+        assert response.status_code == 202, response.text
+        assert time.monotonic() - started >= 2 * CHECK + 1.0
+        assert (response.json()["state"], response.json()["seconds"]) == ("live", 3.0)
+        with session_scope(h.state.session_factory) as session:
+            row = session.get(LiveStreamRow, elsewhere)
+            assert row is not None
+            assert row.stop_requested_at is not None
+            assert row.ended_at is None
+        listed = (await h.client.get("/v1/streams", headers=director)).json()["items"]
+        assert [(s["id"], s["state"]) for s in listed] == [(str(elsewhere), "live")]
