@@ -32,9 +32,10 @@ def stop_process(process: subprocess.Popen[bytes], grace: float = 20) -> None:
 
 
 @contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """Run ``app`` (its lifespan included) until the block ends; yields its base URL."""
-    port = free_port()
+def serving(app: FastAPI, port: int | None = None) -> Iterator[str]:
+    """Run ``app`` (its lifespan included) until the block ends, on ``port`` (a free one if
+    None); yields its base URL."""
+    port = free_port() if port is None else port
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -266,6 +266,12 @@ class Settings(BaseSettings):
     stream_turn_secret: SecretStr | None = None
     stream_turn_start_seconds: int = Field(default=300, ge=10, le=86400)
     stream_ice_relay_only: bool = False
+    # Where this API process's peers reach it (http://POD_IP:8000 in a cluster): with it,
+    # the process says how many more streams it would take (stream_nodes), and a start it
+    # must refuse for lack of room (503 streams_per_process or stream_cores) is handed, as
+    # the client sent it, to the peer with the most room (facegate.streams.placement). None:
+    # no placement (the embedded shape's one process).
+    stream_peer_url: str | None = Field(default=None, pattern=r"^https?://[^/?#]+$", max_length=500)
     # POST /v1/reports (facegate.provenance.reports): one case per reporter and subject (the
     # job, or the file) per window, however often it is sent; new cases a reporter (a client
     # address, its IPv6 /64, or a credential) may open per hour; cases one subject collects

@@ -167,6 +167,12 @@ class StreamRegistry:
                 retry_after=10,
             )
 
+    def room(self) -> int:
+        """How many more streams this process would admit now, whatever their tenants'
+        caps (``check``'s two process limits)."""
+        by_cores = math.floor((self.cpu.cores + 1e-9) / self.min_cores)
+        return max(0, min(self.capacity, by_cores) - len(self._live))
+
     def admit(self, record: StreamRecord, max_concurrent: int) -> None:
         """Count ``record`` among its tenant's live streams, within ``max_concurrent``."""
         self.check(record.tenant_id, max_concurrent)

@@ -155,8 +155,8 @@ class Cluster:
     ) -> dict[str, str]:
         env: dict[str, str] = {}
         for entry in pod.container.get("env", []):
-            if "value" in entry:
-                env[entry["name"]] = str(entry["value"])
+            if "value" in entry:  # $(VAR) of a variable defined above, as the kubelet does
+                env[entry["name"]] = expand(str(entry["value"]), env)
                 continue
             field_ref = entry["valueFrom"].get("fieldRef")
             if field_ref is not None:

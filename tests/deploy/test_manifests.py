@@ -267,6 +267,33 @@ def _by(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]
     return found
 
 
+def test_api_pods_reach_each_other_to_place_streams_and_nothing_more(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    documents = rendered["logical"]
+    api = _by(documents, "Deployment", "facegate-api")["spec"]["template"]
+    env = {e["name"]: e for e in api["spec"]["containers"][0]["env"]}
+    names = list(env)
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    # defined after POD_IP, so the kubelet expands it
+    assert names.index("POD_IP") < names.index("FACEGATE_STREAM_PEER_URL")
+    assert env["FACEGATE_STREAM_PEER_URL"]["value"] == "http://$(POD_IP):8000"
+    ports = api["spec"]["containers"][0]["ports"]
+    assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in ports
+    # the handed request's X-Forwarded-For is believed: the pod network is trusted
+    assert "10.0.0.0/8" in json.loads(env["FACEGATE_TRUSTED_PROXIES"]["value"])
+    policy = _by(documents, "NetworkPolicy", "allow-api-peers")["spec"]
+    api_pods = {"app.kubernetes.io/name": "facegate", "app.kubernetes.io/component": "api"}
+    assert api_pods.items() <= api["metadata"]["labels"].items()
+    assert policy["podSelector"]["matchLabels"] == api_pods
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    (egress,) = policy["egress"]
+    for rule, side in ((ingress, "from"), (egress, "to")):
+        assert rule[side] == [{"podSelector": {"matchLabels": api_pods}}]
+        assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+
+
 def test_the_turn_component_relays_only_what_it_must(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:

@@ -1,7 +1,8 @@
 """A tenant's streams seen from an API process that does not run them (another replica
 behind the same load balancer, on the same database): listed, read, and ended by
 ``DELETE``, which reaches the process running the stream through the stream's row; 404 for
-another tenant, as everywhere."""
+another tenant, as everywhere. And a start that a process has no room for, placed on a
+peer that has (facegate.streams.placement)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 from tests.dbkit import drop_schema, fresh_database, postgres_url
+from tests.liveserver import free_port, serving
 from tests.streams.streamkit import LIVE_POLICY, open_stream, wait_for
 
 from facegate.database import session_scope, utcnow
 from facegate.observability.audit.tables import AuditEvent
 from facegate.provenance.keys import create_keys
+from facegate.streams.placement import PLACED_HEADER
+from facegate.streams.runtime import streams_service
 from facegate.streams.service import STREAM_END
-from facegate.streams.tables import LiveStreamRow
+from facegate.streams.tables import LiveStreamRow, StreamNode
 from facegate.usage.tables import UsageRecord
 
 CHECK = 0.5  # stream_check_seconds: a stop asked elsewhere is read within this
@@ -142,3 +146,74 @@ async def test_a_stream_whose_process_does_not_answer_is_202_and_still_live(
             assert row.ended_at is None
         listed = (await h.client.get("/v1/streams", headers=director)).json()["items"]
         assert [(s["id"], s["state"]) for s in listed] == [(str(elsewhere), "live")]
+
+
+async def test_a_start_without_room_here_is_placed_on_a_peer_with_room(
+    make_client: Any, app_factory: Any
+) -> None:
+    # Two API processes on one database: "here" has no room for a stream (a cap of 0), the
+    # peer has room for one. A start sent here is answered by the peer, whose media the
+    # client then talks to; here lists it and ends it by DELETE.
+    port = free_port()
+    peer_url = f"http://127.0.0.1:{port}"
+    peer = app_factory(
+        services=[streams_service],
+        stream_peer_url=peer_url,
+        streams_per_process=1,
+        stream_check_seconds=CHECK,
+    )
+    async with make_client(
+        stream_peer_url=f"http://127.0.0.1:{free_port()}",
+        streams_per_process=0,
+        stream_check_seconds=CHECK,
+    ) as here:
+        here.create_tenant("live", **{**LIVE_POLICY, "max_concurrent_streams": 2})
+        director = here.headers("live", ["director"])
+        # No peer has said it has room yet: the refusal stands.
+        first, alone = await open_stream(here.client, director)
+        await first.close()
+        assert alone.status_code == 503, alone.text
+        assert alone.json()["limit"] == "streams_per_process"
+        with serving(peer, port):
+            await wait_for(lambda: room_of(here, peer_url) == 1, 30)
+            live, response = await open_stream(here.client, director)
+            try:
+                assert response.status_code == 201, response.text
+                stream_id = uuid.UUID(response.json()["id"])
+                assert response.headers["location"] == f"/v1/streams/{stream_id}"
+                await wait_for(lambda: len(live.received) >= 3, 60)
+                peer_state = peer.state.facegate
+                assert [r.id for r in peer_state.streams.live()] == [stream_id]
+                assert here.state.streams.live() == []
+                assert room_of(here, peer_url) == 0  # said at once
+
+                # The peer is full now: another start here is refused, as is a start that
+                # was handed on once already (one hop).
+                second, full = await open_stream(here.client, director)
+                await second.close()
+                assert (full.status_code, full.json()["limit"]) == (503, "streams_per_process")
+                placed = {**director, PLACED_HEADER: "1"}
+                third, again = await open_stream(here.client, placed)
+                await third.close()
+                assert again.status_code == 503
+
+                # Here lists the stream and ends it.
+                listed = (await here.client.get("/v1/streams", headers=director)).json()
+                assert [(s["id"], s["state"]) for s in listed["items"]] == [
+                    (str(stream_id), "live")
+                ]
+                ended = await here.client.delete(f"/v1/streams/{stream_id}", headers=director)
+            finally:
+                await live.close()
+            assert ended.status_code == 200, ended.text
+            assert ended.json()["end_reason"] == "deleted"
+            record = peer_state.streams.get("live", stream_id)
+            assert record.end_reason == "deleted"
+            assert record.stats.frames_out >= 3
+        assert room_of(here, peer_url) is None  # the peer left when it stopped
+
+
+def room_of(h: Any, url: str) -> int | None:
+    with session_scope(h.state.session_factory) as session:
+        node = session.get(StreamNode, url)
+        return None if node is None else node.room

@@ -128,6 +128,12 @@ STREAMS_LIVE = Gauge(
 STREAMS_ENDED = Counter(
     "facegate_streams_ended_total", "Live streams that ended, by reason.", ["tenant", "reason"]
 )
+STREAM_PLACEMENTS = Counter(
+    "facegate_stream_placements_total",
+    "Stream starts this process had no room for, handed to a peer: handed (the peer "
+    "answered), full (it had filled up), unreachable.",
+    ["outcome"],
+)
 WORKER_HEARTBEAT = Gauge(
     "facegate_worker_heartbeat_timestamp_seconds",
     "Unix time of the last maintenance pass of this process's worker pool.",
@@ -202,6 +208,10 @@ def stream_lost(tenant_id: str, reason: str) -> None:
     """A stream of a process that died, ended by this one's sweep (its live gauge went
     with the dead process)."""
     STREAMS_ENDED.labels(tenant_label(tenant_id), reason).inc()
+
+
+def stream_placement(outcome: str) -> None:
+    STREAM_PLACEMENTS.labels(outcome).inc()
 
 
 def model_loaded(kind: str, seconds: float) -> None:

@@ -12,10 +12,11 @@ from fastapi import APIRouter, Query, Request, Response
 from facegate.api.deps import get_state, scoped
 from facegate.api.errors import PROBLEM_RESPONSES, problem_openapi
 from facegate.database import session_scope
-from facegate.errors import NotFound
+from facegate.errors import NotFound, Unavailable
 from facegate.jobs.runtime import tenant_store_for
 from facegate.principal import Principal
 from facegate.state import AppState
+from facegate.streams import placement
 from facegate.streams.ice import IceServers, client_ice_servers
 from facegate.streams.live import StreamDeps
 from facegate.streams.runtime import process_engines
@@ -42,6 +43,10 @@ _START_RESPONSES: dict[int | str, dict[str, Any]] = {
         "Live is off for the tenant (max_concurrent_streams 0), or a processor outside its policy"
     ),
     429: problem_openapi("The tenant runs max_concurrent_streams streams already"),
+    503: problem_openapi(
+        "No room for another stream on this process (streams_per_process, stream_cores) "
+        "nor on a peer it could hand the start to"
+    ),
 }
 
 
@@ -55,15 +60,23 @@ def _deps(state: AppState) -> StreamDeps:
     )
 
 
-@router.post("/streams", status_code=201, responses=_START_RESPONSES)
+@router.post("/streams", status_code=201, response_model=StreamAnswer, responses=_START_RESPONSES)
 async def start_stream(
     request: Request, response: Response, principal: WritePrincipal, body: StreamStart
-) -> StreamAnswer:
+) -> StreamAnswer | Response:
     """Start a live swap: send the camera's SDP offer (a video track, audio optional; a
     data channel, if the client opens one, carries stats and the reason the stream ended)
-    and the source; the answer's SDP comes back with the stream's id."""
+    and the source; the answer's SDP comes back with the stream's id. In a cluster, a
+    process without room hands the start to one that has (facegate.streams.placement)."""
     state = get_state(request)
-    record, sdp = await start(_deps(state), tenant_store_for(state.settings), principal, body)
+    try:
+        record, sdp = await start(_deps(state), tenant_store_for(state.settings), principal, body)
+    except Unavailable as refused:
+        placed = await placement.hand_to_peer(state, request, refused)
+        if placed is None:
+            raise
+        return placed
+    await asyncio.to_thread(placement.beat, state)  # one less room, said at once
     response.headers["Location"] = f"/v1/streams/{record.id}"
     return StreamAnswer(**StreamOut.of(record).model_dump(), sdp=sdp)
 

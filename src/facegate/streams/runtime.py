@@ -1,9 +1,11 @@
 """The streams as a background service of the app: at start-up, and every checkpoint
 interval after, the streams whose process died are ended (``sweep_lost_streams``: usage as
-of their last heartbeat, ``stream.end``); at start-up ``stream_engines_warm`` engine children
-are started in the background for the first streams (facegate.streams.engines); at
-shutdown every live stream of this process ends (``server-stopping``), so each is metered
-and audited and its client told."""
+of their last heartbeat, ``stream.end``) and, with ``stream_peer_url``, this process's room
+for more streams is written for its peers (facegate.streams.placement); at start-up
+``stream_engines_warm`` engine children are started in the background for the first
+streams (facegate.streams.engines); at shutdown every live stream of this process ends
+(``server-stopping``), so each is metered and audited and its client told, and its peers
+stop handing it streams."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import structlog
 from facegate.database import session_scope
 from facegate.observability import metrics
 from facegate.state import AppState
+from facegate.streams import placement
 from facegate.streams.engines import StreamEngines
 from facegate.streams.service import LOST, LostStream, sweep_lost_streams
 
@@ -45,6 +48,7 @@ async def _sweeping(state: AppState) -> None:
     while True:
         try:
             await asyncio.to_thread(sweep, state)
+            await asyncio.to_thread(placement.beat, state)
         except Exception:  # the database away for a moment: the next round tries again
             log.exception("stream.sweep_failed")
         await asyncio.sleep(every)
@@ -86,3 +90,5 @@ async def streams_service(state: AppState) -> AsyncIterator[None]:
         with contextlib.suppress(asyncio.CancelledError):
             await sweeper
         await state.streams.stop_all("server-stopping")
+        with contextlib.suppress(Exception):  # the database away: the row goes stale
+            await asyncio.to_thread(placement.leave, state)

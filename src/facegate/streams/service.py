@@ -67,6 +67,11 @@ class StreamPlan:
     model_request: ModelRequest
 
 
+def this_node() -> str:
+    """This process, as ``live_streams`` and ``stream_nodes`` name it for operators."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def check_live_enabled(policy: Policy) -> None:
     """403 naming ``max_concurrent_streams`` when the tenant's plan has no live streams."""
     if policy.max_concurrent_streams <= 0:
@@ -169,7 +174,7 @@ def open_stream(
         LiveStreamRow(
             id=stream_id,
             tenant_id=principal.tenant_id,
-            node=f"{socket.gethostname()}:{os.getpid()}",
+            node=this_node(),
             started_at=now,
             heartbeat_at=now,
             seconds=0.0,

@@ -1,13 +1,16 @@
 """``live_streams``: each live stream while it runs and after, with its heartbeat. Created
-by migration 0028_live_stream_heartbeats.
+by migration 0028_live_stream_heartbeats. ``stream_nodes``: each API process that can take
+streams handed to it by its peers, with its room for more (migration
+0030_live_stream_placement; facegate.streams.placement).
 
 The process that runs a stream writes its heartbeat (``heartbeat_at``, ``seconds`` live so
 far) in the transaction of each usage checkpoint, so the usage record and the heartbeat
 always agree. A ``DELETE`` answered by another process sets ``stop_requested_at``; the
 process running the stream reads it with its credential checks and ends it (migration
-0030_live_stream_stop). A stream whose heartbeat stops while it has no ``ended_at`` lost its process
-(killed, its machine gone): any process's sweep ends it as of its last heartbeat
-(``streams.service.sweep_lost_streams``). No foreign key to tenants, as usage records.
+0030_live_stream_placement). A stream whose heartbeat stops while it has no ``ended_at``
+lost its process (killed, its machine gone): any process's sweep ends it as of its last
+heartbeat (``streams.service.sweep_lost_streams``). No foreign key to tenants, as usage
+records.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Float, Index, String, Uuid
+from sqlalchemy import Float, Index, Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from facegate.database import Base, UtcDateTime
@@ -39,3 +42,17 @@ class LiveStreamRow(Base):
     end_reason: Mapped[str | None] = mapped_column(String(40), default=None)
     #: a DELETE asked for its end on a process that does not run it
     stop_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
+
+
+class StreamNode(Base):
+    """An API process its peers may hand a stream's start to: its address as they reach it
+    (``stream_peer_url``), how many more streams it would admit now, and when it said so.
+    Belongs to no tenant."""
+
+    __tablename__ = "stream_nodes"
+
+    url: Mapped[str] = mapped_column(String(500), primary_key=True)
+    #: host:pid, as ``LiveStreamRow.node``, for operators
+    node: Mapped[str] = mapped_column(String(200), nullable=False)
+    room: Mapped[int] = mapped_column(Integer, nullable=False)
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime(), nullable=False)

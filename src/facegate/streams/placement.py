@@ -1,0 +1,147 @@
+"""Placing a stream on an API process with room for it (the cluster shape).
+
+Each API process that has a peer address (``stream_peer_url``: where the other API
+processes reach it, ``http://POD_IP:8000`` in a cluster) writes its room for more streams
+to ``stream_nodes`` at start-up, every checkpoint and after each start it admits. A start
+this process must refuse for lack of room (503 ``streams_per_process`` or
+``stream_cores``) is handed, as the client sent it, to the peer with the most room that
+beat lately, and the peer's answer is the client's: the SDP answer then names that peer's
+candidates (or the TURN relay), so the media flows between the client and the peer.
+
+The peer checks the request as any other: the caller's own ``Authorization`` travels with
+it and nothing is added to it, so placement grants nothing a direct request would not.
+One hop only: a handed request carries ``Facegate-Placed`` and is never handed on. The
+peer sees the client's address through ``X-Forwarded-For`` (the api pods' network must be
+in ``trusted_proxies``, as the shipped manifests have it). Without a peer address (the
+embedded shape's one process) nothing is written and a refusal stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import httpx
+import structlog
+from fastapi import Request, Response
+from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from facegate.database import session_scope, utcnow
+from facegate.errors import Unavailable
+from facegate.observability import metrics
+from facegate.state import AppState
+from facegate.streams.service import this_node
+from facegate.streams.tables import StreamNode
+
+log = structlog.get_logger("facegate.streams")
+
+PLACED_HEADER = "Facegate-Placed"
+#: the refusals another process may not share: this one has no room
+ROOM_LIMITS = frozenset({"streams_per_process", "stream_cores"})
+#: the request's headers that travel with it (the caller's credentials among them)
+CARRIED = ("authorization", "content-type", "user-agent", "x-request-id")
+#: the peer's headers the client gets back with its answer
+RETURNED = ("content-type", "location", "retry-after", "x-request-id")
+#: a peer whose last word is older than this many checkpoints is not asked
+FRESH_CHECKPOINTS = 2
+PEERS_ASKED = 3
+HAND_SECONDS = 60.0
+
+
+def write_room(session: Session, url: str, room: int) -> None:
+    """This process's room, as of now (one row per process: its address)."""
+    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+    now = utcnow()
+    statement = insert(StreamNode).values(url=url, node=this_node(), room=room, heartbeat_at=now)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["url"], set_={"node": this_node(), "room": room, "heartbeat_at": now}
+        )
+    )
+
+
+def forget(session: Session, url: str) -> None:
+    """This process stops: its peers hand it nothing more."""
+    session.execute(delete(StreamNode).where(StreamNode.url == url))
+
+
+def peers_with_room(session: Session, url: str, fresh_seconds: float) -> list[str]:
+    """The other processes' addresses that said lately they had room, the most first."""
+    since = utcnow() - timedelta(seconds=fresh_seconds)
+    return list(
+        session.scalars(
+            select(StreamNode.url)
+            .where(StreamNode.url != url, StreamNode.room > 0, StreamNode.heartbeat_at >= since)
+            .order_by(StreamNode.room.desc(), StreamNode.heartbeat_at.desc())
+            .limit(PEERS_ASKED)
+        )
+    )
+
+
+def beat(state: AppState) -> None:
+    """Write this process's room (nothing without ``stream_peer_url``)."""
+    url = state.settings.stream_peer_url
+    if url is not None:
+        with session_scope(state.session_factory) as session:
+            write_room(session, url, state.streams.room())
+
+
+def leave(state: AppState) -> None:
+    url = state.settings.stream_peer_url
+    if url is not None:
+        with session_scope(state.session_factory) as session:
+            forget(session, url)
+
+
+def _forwarded_for(request: Request) -> str:
+    """``X-Forwarded-For`` as a proxy sends it on: the chain so far and the address this
+    request came from."""
+    chain = [request.headers.get("x-forwarded-for", "").strip()]
+    if request.client is not None:
+        chain.append(request.client.host)
+    return ", ".join(part for part in chain if part)
+
+
+async def hand_to_peer(state: AppState, request: Request, refused: Unavailable) -> Response | None:
+    """The answer of a peer that took the start this process refused for lack of room;
+    None when there is no peer to ask, none took it, or placement does not apply (then
+    the refusal stands)."""
+    settings = state.settings
+    own = settings.stream_peer_url
+    if (
+        own is None
+        or refused.extra.get("limit") not in ROOM_LIMITS
+        or PLACED_HEADER.lower() in request.headers
+    ):
+        return None
+    fresh = FRESH_CHECKPOINTS * settings.stream_checkpoint_seconds
+    with_room = await asyncio.to_thread(_peers, state, own, fresh)
+    if not with_room:
+        return None
+    body = await request.body()
+    headers = {name: request.headers[name] for name in CARRIED if name in request.headers}
+    headers[PLACED_HEADER] = "1"
+    headers["X-Forwarded-For"] = _forwarded_for(request)
+    async with httpx.AsyncClient(timeout=HAND_SECONDS, follow_redirects=False) as client:
+        for url in with_room:
+            try:
+                answer = await client.post(f"{url}/v1/streams", content=body, headers=headers)
+            except httpx.HTTPError as error:
+                log.warning("stream.placement_failed", peer=url, error=type(error).__name__)
+                metrics.stream_placement("unreachable")
+                continue
+            if answer.status_code == 503:  # it filled up since it last said so
+                metrics.stream_placement("full")
+                continue
+            metrics.stream_placement("handed")
+            log.info("stream.placed", peer=url, status=answer.status_code)
+            returned = {k: answer.headers[k] for k in RETURNED if k in answer.headers}
+            return Response(answer.content, answer.status_code, headers=returned)
+    return None
+
+
+def _peers(state: AppState, url: str, fresh_seconds: float) -> list[str]:
+    with session_scope(state.session_factory, read_only=True) as session:
+        return peers_with_room(session, url, fresh_seconds)
