@@ -25,8 +25,16 @@ the client relayed through a TURN server (Debian's coturn on loopback; the clien
 relay candidates only), and both sides relayed (a second server with relay candidates only);
 first, the relay's own cost: round trips of media-sized datagrams direct and through it.
 
+With ``--placed ROUNDS`` a second server on the same database has no room for streams
+(``FACEGATE_STREAMS_PER_PROCESS=0``) and hands each start to the first
+(``FACEGATE_STREAM_PEER_URL``): the one-stream phase runs ROUNDS times each way,
+interleaved, direct and handed (ended by a DELETE sent to the second server), with the
+POST's round trip and the time to the first swapped frame.
+
     python benchmarks/live_bench.py [--seconds 60] [--two-seconds 30] [--job-seconds 30]
     python benchmarks/live_bench.py --turn 2 --seconds 20 --two-seconds 0 --job-seconds 0 \
+        --kill-seconds 0
+    python benchmarks/live_bench.py --placed 3 --seconds 20 --two-seconds 0 --job-seconds 0 \
         --kill-seconds 0
 """
 
@@ -152,6 +160,11 @@ def report(name: str, run: ClientRun, key: bytes) -> None:
         f"  latency camera->swapped ms: p50 {1000 * statistics.median(latencies):.0f}  "
         f"p95 {1000 * p95(latencies):.0f}  first 10 s p95 {1000 * p95(first):.0f}  "
         f"last 10 s p95 {1000 * p95(last):.0f}  (last/first {p95(last) / p95(first):.2f})"
+    )
+    print(
+        f"  start: the answer {1000 * run.answer_seconds:.0f} ms after the offer was sent, "
+        f"the first swapped frame {1000 * run.first_frame_seconds:.0f} ms after the answer; "
+        f"ended ({server.get('end_reason')}) {1000 * run.end_seconds:.0f} ms after the DELETE"
     )
     print(
         f"  server: frames in {server.get('frames_in')}, out {server.get('frames_out')}, "
@@ -514,6 +527,19 @@ async def main_async(args: argparse.Namespace) -> None:
         if args.job_two_seconds:
             env["FACEGATE_VIDEO_SEGMENT_SECONDS"] = "0"  # the job's progress is one run's
         env |= dict(args.server_env)
+        if args.placed:
+            # A second server on the same database without room: it hands every start here.
+            full_port = free_port()
+            env["FACEGATE_STREAM_PEER_URL"] = f"http://127.0.0.1:{port}"
+            full_env = env | {
+                "FACEGATE_WORKERS": "0",
+                "FACEGATE_STREAMS_PER_PROCESS": "0",
+                "FACEGATE_STREAM_ENGINES_WARM": "0",
+                "FACEGATE_STREAM_PEER_URL": f"http://127.0.0.1:{full_port}",
+            }
+            servers.append(
+                facegate("serve", "--port", str(full_port), env=full_env, log=folder / "full.log")
+            )
         server = facegate("serve", "--port", str(port), env=env, log=folder / "serve.log")
         servers.append(server)
         try:
@@ -533,7 +559,19 @@ async def main_async(args: argparse.Namespace) -> None:
                     break
             if args.turn:
                 await relay_hop(relay.port, secret)
-            if args.seconds and args.turn:
+            if args.seconds and args.placed:
+                full_base = f"http://127.0.0.1:{full_port}"
+                await asyncio.to_thread(wait_healthy, full_base)
+                for round_ in range(1, args.placed + 1):  # interleaved: same sitting
+                    direct = await stream(base, key, args.seconds, args.fps, marker)
+                    report(f"one stream, direct (round {round_})", direct, mark_key)
+                    handed = await stream(full_base, key, args.seconds, args.fps, marker)
+                    report(
+                        f"one stream, sent to a server without room, handed here (round {round_})",
+                        handed,
+                        mark_key,
+                    )
+            elif args.seconds and args.turn:
                 both_base = f"http://127.0.0.1:{both_port}"
                 await asyncio.to_thread(wait_healthy, both_base)
                 await stream(both_base, both_key, 3, args.fps, marker, relay=True)  # warm-up
@@ -597,6 +635,15 @@ def main() -> None:
         "(0: skip; the clip is 3x as long, run whole: segments off)",
     )
     parser.add_argument("--fps", type=float, default=30.0, help="the camera's rate")
+    parser.add_argument(
+        "--placed",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="the one-stream phase ROUNDS times each way, interleaved: sent to the server "
+        "(direct) and sent to a second server on the same database that has no room and "
+        "hands the start to the first (FACEGATE_STREAM_PEER_URL)",
+    )
     parser.add_argument(
         "--cold",
         action="store_true",

@@ -140,6 +140,12 @@ class ClientRun:
     kept: list[Frame] = field(default_factory=list)
     last: Frame | None = None
     server: dict[str, Any] = field(default_factory=dict)
+    #: the POST's round trip (offer sent to answer back), and the answer to the first
+    #: swapped frame
+    answer_seconds: float = 0.0
+    first_frame_seconds: float = math.nan
+    #: the DELETE's round trip (sent to the stream ended)
+    end_seconds: float = 0.0
 
     def latency_ms(self, q: float) -> float:
         ordered = sorted(lat for _, lat in self.samples)
@@ -195,6 +201,8 @@ async def run_client(
             except MediaStreamError:
                 return
             now = time.monotonic()
+            if run.seconds:
+                continue  # the run is over: frames that come while it ends are not counted
             image: Frame = frame.to_ndarray(format="bgr24")  # type: ignore[union-attr]
             run.last = image
             first.set()
@@ -211,19 +219,24 @@ async def run_client(
     pc.on("track", lambda track: readers.append(asyncio.ensure_future(read(track))))
     try:
         await pc.setLocalDescription(await pc.createOffer())
+        asked = time.monotonic()
         answer = await client.post(
             "/v1/streams", json={"sdp": pc.localDescription.sdp, **body}, headers=headers
         )
         answer.raise_for_status()
         run.stream_id = answer.json()["id"]
         run.started = time.monotonic()
+        run.answer_seconds = run.started - asked
         await pc.setRemoteDescription(RTCSessionDescription(answer.json()["sdp"], "answer"))
         # ``seconds`` of frames: counted from the first one back (connecting takes a while)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(first.wait(), FIRST_FRAME_SECONDS)
+            run.first_frame_seconds = time.monotonic() - run.started
         await asyncio.sleep(seconds)
-        run.seconds = time.monotonic() - run.started
+        ending = time.monotonic()
+        run.seconds = ending - run.started
         ended = await client.delete(f"/v1/streams/{run.stream_id}", headers=headers)
+        run.end_seconds = time.monotonic() - ending
         run.server = ended.json()
     finally:
         for task in readers:
