@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,17 @@ import cv2
 import httpx
 from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import AudioStreamTrack, MediaStreamError
+from sqlalchemy import select
 from tests.testdata import FACES
 
+from facegate.database import session_scope, utcnow
 from facegate.engine.types import Frame
+from facegate.observability.audit.tables import AuditEvent
 from facegate.streams.loopback import PhotoCamera, camera_frame, read_stamp
 from facegate.streams.media import release_on_marker
+from facegate.streams.service import STREAM_END
+from facegate.streams.tables import LiveStreamRow
+from facegate.usage.tables import UsageRecord
 
 SOURCE_PHOTO = FACES / "man_frontal_beard_closeup.jpg"
 CAMERA_PHOTO = FACES / "woman_b_frontal_dark_background.jpg"
@@ -126,3 +133,37 @@ async def wait_for(predicate: Any, timeout: float, step: float = 0.1) -> float:
         assert time.monotonic() - started < timeout, "timed out"
         await asyncio.sleep(step)
     return time.monotonic() - started
+
+
+def stored(h: Any, stream_id: uuid.UUID) -> tuple[LiveStreamRow, UsageRecord, list[AuditEvent]]:
+    """The stream's row, usage record and ``stream.end`` events, as the database has them."""
+    with session_scope(h.state.session_factory) as session:
+        row = session.get(LiveStreamRow, stream_id)
+        usage = session.scalars(select(UsageRecord).where(UsageRecord.job_id == stream_id)).one()
+        ends = session.scalars(
+            select(AuditEvent).where(
+                AuditEvent.action == STREAM_END, AuditEvent.target == f"stream:{stream_id}"
+            )
+        ).all()
+        assert row is not None
+        session.expunge_all()
+        return row, usage, list(ends)
+
+
+def open_elsewhere(h: Any, tenant_id: str, node: str, seconds: float = 0.0) -> uuid.UUID:
+    """A stream another API process runs, as this one sees it: its open row (nothing runs
+    it here, no usage record)."""
+    stream_id = uuid.uuid4()
+    with session_scope(h.state.session_factory) as session:
+        now = utcnow()
+        session.add(
+            LiveStreamRow(
+                id=stream_id,
+                tenant_id=tenant_id,
+                node=node,
+                started_at=now,
+                heartbeat_at=now,
+                seconds=seconds,
+            )
+        )
+    return stream_id

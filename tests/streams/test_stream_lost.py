@@ -12,32 +12,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
-from tests.streams.streamkit import LIVE_POLICY, open_stream, wait_for
+from sqlalchemy import update
+from tests.streams.streamkit import LIVE_POLICY, open_elsewhere, open_stream, stored, wait_for
 
 from facegate.database import session_scope, utcnow
-from facegate.observability.audit.tables import AuditEvent
 from facegate.streams.live import LiveStream
 from facegate.streams.runtime import sweep
-from facegate.streams.service import LOST, STREAM_END, sweep_lost_streams
+from facegate.streams.service import LOST, sweep_lost_streams
 from facegate.streams.tables import LiveStreamRow
-from facegate.usage.tables import UsageRecord
 
 BEAT = 0.5  # stream_checkpoint_seconds: a heartbeat every half second, lost after 1.5 s
-
-
-def stored(h: Any, stream_id: uuid.UUID) -> tuple[LiveStreamRow, UsageRecord, list[AuditEvent]]:
-    with session_scope(h.state.session_factory) as session:
-        row = session.get(LiveStreamRow, stream_id)
-        usage = session.scalars(select(UsageRecord).where(UsageRecord.job_id == stream_id)).one()
-        ends = session.scalars(
-            select(AuditEvent).where(
-                AuditEvent.action == STREAM_END, AuditEvent.target == f"stream:{stream_id}"
-            )
-        ).all()
-        assert row is not None
-        session.expunge_all()
-        return row, usage, list(ends)
 
 
 async def test_a_dead_process_s_stream_ends_as_of_its_last_heartbeat(make_client: Any) -> None:
@@ -134,19 +118,7 @@ async def test_a_stream_on_another_process_counts_against_the_tenants_cap(
     async with make_client(stream_checkpoint_seconds=BEAT) as h:
         h.create_tenant("live", **LIVE_POLICY)
         h.create_tenant("other", **LIVE_POLICY)
-        elsewhere = uuid.uuid4()
-        with session_scope(h.state.session_factory) as session:
-            now = utcnow()
-            session.add(
-                LiveStreamRow(
-                    id=elsewhere,
-                    tenant_id="live",
-                    node="api-replica-2:41",
-                    started_at=now,
-                    heartbeat_at=now,
-                    seconds=0.0,
-                )
-            )
+        elsewhere = open_elsewhere(h, "live", "api-replica-2:41")
         headers = h.headers("live", ["director"])
         refused_client, refused = await open_stream(h.client, headers)
         await refused_client.close()

@@ -14,19 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 from tests.dbkit import drop_schema, fresh_database, postgres_url
 from tests.liveserver import free_port, serving
-from tests.streams.streamkit import LIVE_POLICY, open_stream, wait_for
+from tests.streams.streamkit import LIVE_POLICY, open_elsewhere, open_stream, stored, wait_for
 
-from facegate.database import session_scope, utcnow
-from facegate.observability.audit.tables import AuditEvent
+from facegate.database import session_scope
 from facegate.provenance.keys import create_keys
 from facegate.streams.placement import PLACED_HEADER
 from facegate.streams.runtime import streams_service
-from facegate.streams.service import STREAM_END
 from facegate.streams.tables import LiveStreamRow, StreamNode
-from facegate.usage.tables import UsageRecord
 
 CHECK = 0.5  # stream_check_seconds: a stop asked elsewhere is read within this
 
@@ -91,17 +87,9 @@ async def test_another_process_lists_reads_and_ends_a_stream(
         )
         record = h.state.streams.get("live", uuid.UUID(stream_id))
         assert (record.state, record.end_reason) == ("ended", "deleted")
-        with session_scope(h.state.session_factory) as session:
-            usage = session.scalars(
-                select(UsageRecord).where(UsageRecord.job_id == uuid.UUID(stream_id))
-            ).one()
-            ends = session.scalars(
-                select(AuditEvent).where(
-                    AuditEvent.action == STREAM_END, AuditEvent.target == f"stream:{stream_id}"
-                )
-            ).all()
-            assert usage.duration_seconds == pytest.approx(record.seconds, abs=0.01)
-            assert [e.details["reason"] for e in ends] == ["deleted"]
+        _, usage, ends = stored(h, uuid.UUID(stream_id))
+        assert usage.duration_seconds == pytest.approx(record.seconds, abs=0.01)
+        assert [e.details["reason"] for e in ends] == ["deleted"]
 
         # Both processes list it as ended; a second DELETE answers it as it is.
         for process in (h, elsewhere):
@@ -121,19 +109,7 @@ async def test_a_stream_whose_process_does_not_answer_is_202_and_still_live(
     async with make_client(stream_check_seconds=CHECK) as h:
         h.create_tenant("live", **LIVE_POLICY)
         director = h.headers("live", ["director"])
-        elsewhere = uuid.uuid4()
-        with session_scope(h.state.session_factory) as session:
-            now = utcnow()
-            session.add(
-                LiveStreamRow(
-                    id=elsewhere,
-                    tenant_id="live",
-                    node="replica-b:7",
-                    started_at=now,
-                    heartbeat_at=now,
-                    seconds=3.0,
-                )
-            )
+        elsewhere = open_elsewhere(h, "live", "replica-b:7", seconds=3.0)
         started = time.monotonic()
         response = await h.client.delete(f"/v1/streams/{elsewhere}", headers=director)
         assert response.status_code == 202, response.text

@@ -72,10 +72,14 @@ async def start_stream(
     try:
         record, sdp = await start(_deps(state), tenant_store_for(state.settings), principal, body)
     except Unavailable as refused:
-        placed = await placement.hand_to_peer(state, request, refused)
-        if placed is None:
+        client = request.client.host if request.client is not None else None
+        handed = placement.Handed(dict(request.headers), await request.body(), client)
+        if not placement.may_hand(state, handed, refused):
             raise
-        return placed
+        answer = await placement.hand_to_peer(state, handed)
+        if answer is None:
+            raise
+        return Response(answer.content, answer.status, headers=answer.headers)
     await asyncio.to_thread(placement.beat, state)  # one less room, said at once
     response.headers["Location"] = f"/v1/streams/{record.id}"
     return StreamAnswer(**StreamOut.of(record).model_dump(), sdp=sdp)

@@ -19,11 +19,12 @@ embedded shape's one process) nothing is written and a refusal stands.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
 import structlog
-from fastapi import Request, Response
 from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
@@ -95,39 +96,59 @@ def leave(state: AppState) -> None:
             forget(session, url)
 
 
-def _forwarded_for(request: Request) -> str:
+@dataclass(frozen=True)
+class Handed:
+    """A start as the client sent it: its headers (lower-case names), its body and the
+    address it came from."""
+
+    headers: Mapping[str, str]
+    body: bytes
+    client: str | None
+
+
+@dataclass(frozen=True)
+class PeerAnswer:
+    """What the peer that took a start answered, for the client as it is."""
+
+    status: int
+    content: bytes
+    headers: dict[str, str]
+
+
+def _forwarded_for(start: Handed) -> str:
     """``X-Forwarded-For`` as a proxy sends it on: the chain so far and the address this
     request came from."""
-    chain = [request.headers.get("x-forwarded-for", "").strip()]
-    if request.client is not None:
-        chain.append(request.client.host)
+    chain = [start.headers.get("x-forwarded-for", "").strip(), start.client or ""]
     return ", ".join(part for part in chain if part)
 
 
-async def hand_to_peer(state: AppState, request: Request, refused: Unavailable) -> Response | None:
-    """The answer of a peer that took the start this process refused for lack of room;
-    None when there is no peer to ask, none took it, or placement does not apply (then
-    the refusal stands)."""
+def may_hand(state: AppState, start: Handed, refused: Unavailable) -> bool:
+    """Whether a refused start may go to a peer: this process has a peer address, it was
+    refused for lack of room here, and it was not handed here by a peer already."""
+    return (
+        state.settings.stream_peer_url is not None
+        and refused.extra.get("limit") in ROOM_LIMITS
+        and PLACED_HEADER.lower() not in start.headers
+    )
+
+
+async def hand_to_peer(state: AppState, start: Handed) -> PeerAnswer | None:
+    """The answer of a peer that took a start this process has no room for (``may_hand``);
+    None when no peer has room or none took it (then the refusal stands)."""
     settings = state.settings
     own = settings.stream_peer_url
-    if (
-        own is None
-        or refused.extra.get("limit") not in ROOM_LIMITS
-        or PLACED_HEADER.lower() in request.headers
-    ):
-        return None
+    assert own is not None
     fresh = FRESH_CHECKPOINTS * settings.stream_checkpoint_seconds
     with_room = await asyncio.to_thread(_peers, state, own, fresh)
     if not with_room:
         return None
-    body = await request.body()
-    headers = {name: request.headers[name] for name in CARRIED if name in request.headers}
+    headers = {name: start.headers[name] for name in CARRIED if name in start.headers}
     headers[PLACED_HEADER] = "1"
-    headers["X-Forwarded-For"] = _forwarded_for(request)
+    headers["X-Forwarded-For"] = _forwarded_for(start)
     async with httpx.AsyncClient(timeout=HAND_SECONDS, follow_redirects=False) as client:
         for url in with_room:
             try:
-                answer = await client.post(f"{url}/v1/streams", content=body, headers=headers)
+                answer = await client.post(f"{url}/v1/streams", content=start.body, headers=headers)
             except httpx.HTTPError as error:
                 log.warning("stream.placement_failed", peer=url, error=type(error).__name__)
                 metrics.stream_placement("unreachable")
@@ -138,7 +159,7 @@ async def hand_to_peer(state: AppState, request: Request, refused: Unavailable) 
             metrics.stream_placement("handed")
             log.info("stream.placed", peer=url, status=answer.status_code)
             returned = {k: answer.headers[k] for k in RETURNED if k in answer.headers}
-            return Response(answer.content, answer.status_code, headers=returned)
+            return PeerAnswer(answer.status_code, answer.content, returned)
     return None
 
 
