@@ -43,7 +43,11 @@ async def test_another_process_lists_reads_and_ends_a_stream(
     make_client: Any, database_url: str
 ) -> None:
     async with (
-        make_client(database_url=database_url, stream_check_seconds=CHECK) as h,
+        make_client(
+            database_url=database_url,
+            stream_check_seconds=CHECK,
+            stream_checkpoint_seconds=CHECK,
+        ) as h,
         make_client(
             database_url=database_url, stream_check_seconds=CHECK, stream_engines_warm=0
         ) as elsewhere,
@@ -63,7 +67,21 @@ async def test_another_process_lists_reads_and_ends_a_stream(
             # The other process lists and reads it, live; another tenant sees nothing.
             listed = (await elsewhere.client.get("/v1/streams", headers=viewer)).json()
             assert [(s["id"], s["state"]) for s in listed["items"]] == [(stream_id, "live")]
-            assert (await elsewhere.client.get(url, headers=viewer)).json()["state"] == "live"
+
+            # ... with its figures as of its last heartbeat
+            async def beaten() -> dict[str, Any]:
+                return dict((await elsewhere.client.get(url, headers=viewer)).json())
+
+            shown = await beaten()
+            assert shown["state"] == "live"
+            started = time.monotonic()
+            while shown["frames_out"] < 3 or shown["fps"] <= 0:
+                assert time.monotonic() - started < 10, shown
+                await asyncio.sleep(0.2)
+                shown = await beaten()
+            assert (shown["width"], shown["height"]) == (640, 480)
+            assert shown["latency_ms"] > 0
+            assert {"analyse", "render"} <= set(shown["stages_ms"])
             assert (await elsewhere.client.get("/v1/streams", headers=other)).json() == {
                 "items": []
             }
@@ -91,7 +109,10 @@ async def test_another_process_lists_reads_and_ends_a_stream(
         assert usage.duration_seconds == pytest.approx(record.seconds, abs=0.01)
         assert [e.details["reason"] for e in ends] == ["deleted"]
 
-        # Both processes list it as ended; a second DELETE answers it as it is.
+        # Both processes list it as ended, with its last figures; a second DELETE answers
+        # it as it is.
+        shown = await beaten()
+        assert (shown["frames_out"], shown["fps"]) == (record.stats.frames_out, 0.0)
         for process in (h, elsewhere):
             items = (await process.client.get("/v1/streams", headers=viewer)).json()["items"]
             assert [(s["id"], s["state"], s["end_reason"]) for s in items] == [

@@ -68,6 +68,7 @@ from facegate.streams.engines import (
 from facegate.streams.frames import LiveFrames, fit_frame
 from facegate.streams.ice import server_configuration
 from facegate.streams.media import Newest, SwappedTrack, release_on_marker
+from facegate.streams.schemas import SHARED_STATS, StreamOut
 from facegate.streams.service import (
     DEVICE,
     StreamPlan,
@@ -531,6 +532,7 @@ class LiveStream:
                 record.created_at,
                 record.ended_at or utcnow(),
                 record.seconds,
+                StreamOut.of(record).model_dump(mode="json", include=set(SHARED_STATS)),
             )
             if reason is None:
                 checkpoint(session, usage)

@@ -50,6 +50,21 @@ class StreamStart(BaseModel):
         return self
 
 
+#: the figures a stream's heartbeat keeps in its row (``LiveStreamRow.stats``), so that a
+#: process that does not run it shows them as of that heartbeat
+SHARED_STATS = (
+    "fps",
+    "latency_ms",
+    "stages_ms",
+    "frames_in",
+    "frames_out",
+    "frames_dropped",
+    "width",
+    "height",
+    "end_detail",
+)
+
+
 class StreamOut(BaseModel):
     id: uuid.UUID
     state: Literal["live", "ended"]
@@ -107,19 +122,23 @@ class StreamOut(BaseModel):
     @classmethod
     def of_row(cls, row: LiveStreamRow, frames: int) -> StreamOut:
         """A stream this process does not run, as the database has it (another process
-        runs it, or ran it: as of its last heartbeat)."""
-        return cls(
-            id=row.id,
-            state="live" if row.ended_at is None else "ended",
-            created_at=row.started_at,
-            ended_at=row.ended_at,
-            seconds=round(row.seconds, 3),
-            fps=0.0,
-            latency_ms=None,
-            frames_in=frames,
-            frames_out=frames,
-            frames_dropped=0,
-            end_reason=row.end_reason,
+        runs it, or ran it): its figures as of its last heartbeat (``frames``, the frames
+        last metered, where the row has none)."""
+        stats: dict[str, Any] = {"frames_in": frames, "frames_out": frames, "frames_dropped": 0}
+        stats |= row.stats or {}
+        live = row.ended_at is None
+        return cls.model_validate(
+            {
+                **stats,
+                "id": row.id,
+                "state": "live" if live else "ended",
+                "created_at": row.started_at,
+                "ended_at": row.ended_at,
+                "seconds": round(row.seconds, 3),
+                "fps": stats.get("fps", 0.0) if live else 0.0,
+                "latency_ms": stats.get("latency_ms"),
+                "end_reason": row.end_reason,
+            }
         )
 
 

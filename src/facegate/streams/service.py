@@ -16,6 +16,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
@@ -268,6 +269,8 @@ class StreamUsage:
     started_at: datetime
     finished_at: datetime
     seconds: float
+    #: the figures the API shows, as of ``finished_at`` (``LiveStreamRow.stats``)
+    stats: dict[str, Any] | None = None
 
     def write(self, session: Session) -> None:
         record_stream_usage(
@@ -288,18 +291,26 @@ def checkpoint(session: Session, usage: StreamUsage) -> None:
     session.execute(
         update(LiveStreamRow)
         .where(LiveStreamRow.id == usage.stream_id, LiveStreamRow.ended_at.is_(None))
-        .values(heartbeat_at=usage.finished_at, seconds=usage.seconds)
+        .values(heartbeat_at=usage.finished_at, seconds=usage.seconds, stats=usage.stats)
     )
 
 
 def _mark_ended(
-    session: Session, stream_id: uuid.UUID, at: datetime, reason: str, seconds: float
+    session: Session,
+    stream_id: uuid.UUID,
+    at: datetime,
+    reason: str,
+    seconds: float,
+    stats: dict[str, Any] | None = None,
 ) -> bool:
-    """The stream's row ended, once: False when it had ended already (a sweep took it)."""
+    """The stream's row ended, once: False when it had ended already (a sweep took it).
+    ``stats``: its last figures (None: those of its last heartbeat stay)."""
+    values: dict[str, Any] = {"ended_at": at, "heartbeat_at": at, "end_reason": reason}
+    values |= {"seconds": seconds} | ({"stats": stats} if stats is not None else {})
     done = session.execute(
         update(LiveStreamRow)
         .where(LiveStreamRow.id == stream_id, LiveStreamRow.ended_at.is_(None))
-        .values(ended_at=at, heartbeat_at=at, end_reason=reason, seconds=seconds)
+        .values(**values)
     )
     return bool(done.rowcount)  # type: ignore[attr-defined]
 
@@ -310,7 +321,10 @@ def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
     A stream a sweep took for lost (its heartbeats late) that ends after all gets its
     usage as served, and no second ``stream.end``."""
     usage.write(session)
-    if not _mark_ended(session, usage.stream_id, usage.finished_at, reason, usage.seconds):
+    ended = _mark_ended(
+        session, usage.stream_id, usage.finished_at, reason, usage.seconds, usage.stats
+    )
+    if not ended:
         return
     record_audit(
         session,

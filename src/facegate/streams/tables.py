@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Float, Index, Integer, String, Uuid
+from sqlalchemy import JSON, Float, Index, Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from facegate.database import Base, UtcDateTime
@@ -40,6 +41,9 @@ class LiveStreamRow(Base):
     seconds: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
     end_reason: Mapped[str | None] = mapped_column(String(40), default=None)
+    #: its figures as of the last heartbeat (``StreamOut``'s fps, latency_ms, stages_ms,
+    #: frames_in/out/dropped, width, height, end_detail), for the other processes to show
+    stats: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     #: a DELETE asked for its end on a process that does not run it
     stop_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), default=None)
 
