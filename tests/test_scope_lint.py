@@ -66,11 +66,11 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
     # A source is checked against its tenant's blocks and the platform's.
     "TakedownBlock": ("takedown/repository.py", {"blocks_for"}),
     # Tracing a file looks its mark up by what the file carries, whoever made it.
-    # A tenant's open streams (its cap) and one stream of the tenant's; the process running
-    # a stream beats and ends its own row (by the id it opened); the sweep ends any tenant's
-    # stream whose process stopped beating (as the scheduler reaps leases). A tenant's
-    # streams, and a stop asked of one (both by the tenant's id); the running process
-    # reads whether a stop was asked of its own row.
+    # A tenant's open streams (its cap), its streams, one of them, and a stop asked of one
+    # (all by the tenant's id); the process running a stream beats and ends its own row
+    # and reads whether a stop was asked of it (by the id it opened); the sweep ends any
+    # tenant's stream whose process stopped beating (as the scheduler reaps leases); the
+    # end of a row just ended is announced (by that id).
     "LiveStreamRow": (
         "streams/service.py",
         {
@@ -81,6 +81,7 @@ SCOPED: dict[str, tuple[str, set[str]]] = {
             "stop_problem",
             "checkpoint",
             "_mark_ended",
+            "announce_end",
             "sweep_lost_streams",
         },
     ),

@@ -36,6 +36,7 @@ from facegate.provenance.keys import load_keys
 from facegate.provenance.marker import JobMark, ResultMarker
 from facegate.settings import Settings
 from facegate.storage.tenant import TenantStore
+from facegate.streams.schemas import StreamOut
 from facegate.streams.tables import LiveStreamRow
 from facegate.takedown.service import check_sources
 from facegate.templates.submission import resolve_inputs
@@ -43,6 +44,9 @@ from facegate.tenancy.repository import TenancyRepository
 from facegate.tenancy.tables import Policy
 from facegate.usage.repository import UsageRepository
 from facegate.usage.service import Consumption, record_stream_usage
+from facegate.webhooks.dispatcher import queue_deliveries
+from facegate.webhooks.repository import WebhookRepository
+from facegate.webhooks.tables import STREAM_ENDED
 
 STREAM_START = "stream.start"
 DEVICE = "cpu"  # streams run in the API process, on its CPU
@@ -326,6 +330,7 @@ def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
     )
     if not ended:
         return
+    announce_end(session, usage.tenant_id, usage.stream_id, usage.consumption.frames)
     record_audit(
         session,
         "system",
@@ -338,6 +343,18 @@ def close_stream(session: Session, usage: StreamUsage, reason: str) -> None:
         },
         tenant_id=usage.tenant_id,
     )
+
+
+def announce_end(session: Session, tenant_id: str, stream_id: uuid.UUID, frames: int) -> None:
+    """``stream.ended`` to the tenant's webhooks subscribed to it, in the transaction that
+    ended the stream: ``data`` is the stream as ``GET /v1/streams/{id}`` shows it then."""
+    row = session.get(LiveStreamRow, stream_id, populate_existing=True)
+    assert row is not None
+    assert row.ended_at is not None
+    data = StreamOut.of_row(row, frames).model_dump(mode="json")
+    message = {"type": STREAM_ENDED, "timestamp": row.ended_at.isoformat(), "data": data}
+    body = json.dumps(message, separators=(",", ":"), sort_keys=True)
+    queue_deliveries(WebhookRepository(session), tenant_id, STREAM_ENDED, body, stream_id, utcnow())
 
 
 def options_text(options: dict[str, object] | None) -> str | None:
@@ -368,6 +385,7 @@ def sweep_lost_streams(session: Session, checkpoint_seconds: float) -> list[Lost
         if not _mark_ended(session, row.id, row.heartbeat_at, LOST, row.seconds):
             continue  # another process's sweep took it
         found = UsageRepository(session).get_record(row.tenant_id, row.id)
+        announce_end(session, row.tenant_id, row.id, found.frames if found is not None else 0)
         record_audit(
             session,
             "system",

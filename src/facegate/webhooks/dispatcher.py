@@ -208,7 +208,7 @@ class WebhookDispatcher:
                 if job is None:  # deleted with its tenant since
                     continue
                 body = job_event_body(event.event_type, job)
-                _queue(repository, event.tenant_id, event.event_type, body, job.id, now)
+                queue_deliveries(repository, event.tenant_id, event.event_type, body, job.id, now)
                 batch_id = batches.batch_of(event.tenant_id, job.id)
                 if batch_id is None:
                     continue
@@ -218,7 +218,7 @@ class WebhookDispatcher:
                     continue
                 if batches.mark_completed(event.tenant_id, batch_id, now):
                     body = batch_event_body(BatchOut.of(batch, items))
-                    _queue(repository, event.tenant_id, BATCH_COMPLETED, body, None, now)
+                    queue_deliveries(repository, event.tenant_id, BATCH_COMPLETED, body, None, now)
             repository.drop_events([event.id for event in events])
         return len(events)
 
@@ -377,7 +377,7 @@ def batch_event_body(batch: BatchOut) -> str:
     return json.dumps(message, separators=(",", ":"), sort_keys=True)
 
 
-def _queue(
+def queue_deliveries(
     repository: WebhookRepository,
     tenant_id: str,
     event_type: str,
@@ -385,7 +385,8 @@ def _queue(
     job_id: uuid.UUID | None,
     now: datetime,
 ) -> None:
-    """One pending delivery of ``body`` per endpoint of the tenant subscribed to it."""
+    """One pending delivery of ``body`` per endpoint of the tenant subscribed to it (in the
+    caller's transaction: the dispatcher sends it once that commits)."""
     for endpoint in repository.subscribed(tenant_id, event_type):
         repository.add(
             WebhookDelivery(

@@ -2,7 +2,8 @@
 
 ``webhook_events`` is the outbox a database trigger on ``jobs`` fills when a job of a
 tenant with an enabled endpoint reaches a terminal status, in the transaction that
-finished it; the dispatcher turns each event into one ``webhook_deliveries`` row per
+finished it (a live stream's end queues its deliveries itself, in the transaction that
+ends it); the dispatcher turns each event into one ``webhook_deliveries`` row per
 subscribed endpoint and deletes it. A delivery row is both the retry queue and the log the
 tenant reads.
 """
@@ -18,12 +19,22 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from facegate.database import Base, UtcDateTime, utcnow
 
-EventType = Literal["job.succeeded", "job.failed", "job.cancelled", "batch.completed"]
+EventType = Literal[
+    "job.succeeded", "job.failed", "job.cancelled", "batch.completed", "stream.ended"
+]
 BATCH_COMPLETED = "batch.completed"
+# A live stream that ended (facegate.streams): queued in the transaction that ends it.
+STREAM_ENDED = "stream.ended"
 # A job removed by a takedown case: sent to every enabled endpoint (a notice, not a
 # subscription), never fanned out from the jobs trigger.
 JOB_REMOVED = "job.removed"
-EVENT_TYPES: tuple[str, ...] = ("job.succeeded", "job.failed", "job.cancelled", BATCH_COMPLETED)
+EVENT_TYPES: tuple[str, ...] = (
+    "job.succeeded",
+    "job.failed",
+    "job.cancelled",
+    BATCH_COMPLETED,
+    STREAM_ENDED,
+)
 # pending: waiting for its next attempt; succeeded: a 2xx answer; failed: out of attempts;
 # refused: the URL's address is not allowed (SSRF rules), never sent.
 DeliveryStatus = Literal["pending", "succeeded", "failed", "refused"]
