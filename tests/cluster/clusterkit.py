@@ -153,18 +153,27 @@ class Cluster:
         env.pop("FACEGATE_PORT", None)
         return env
 
-    def start(self, *args: str, name: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, *args: str, name: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``facegate *args``, logged to ``<name>.log``; ``env``: settings of its own."""
         with (self.tmp_path / f"{name}.log").open("wb") as log:
             process = subprocess.Popen(
-                [FACEGATE, *args], env=self.env(), stdout=log, stderr=subprocess.STDOUT
+                [FACEGATE, *args],
+                env=self.env() | (env or {}),
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         self.processes.append(process)
         return process
 
-    def start_api(self) -> str:
-        """``facegate api`` on a free port; its base URL once /healthz answers."""
-        port = free_port()
-        self.start("api", "--port", str(port), name="api")
+    def start_api(
+        self, name: str = "api", port: int | None = None, env: dict[str, str] | None = None
+    ) -> str:
+        """``facegate api`` on ``port`` (a free one if None); its base URL once /healthz
+        answers."""
+        port = free_port() if port is None else port
+        self.start("api", "--port", str(port), name=name, env=env)
         base = f"http://127.0.0.1:{port}"
 
         def api_up() -> bool:
