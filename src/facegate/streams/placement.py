@@ -39,7 +39,7 @@ from facegate.streams.tables import StreamNode
 log = structlog.get_logger("facegate.streams")
 
 PLACED_HEADER = "Facegate-Placed"
-#: the refusals another process may not share: this one has no room
+#: the refusals that say this process has no room (a peer may have some)
 ROOM_LIMITS = frozenset({"streams_per_process", "stream_cores"})
 #: the request's headers that travel with it (the caller's credentials among them)
 CARRIED = ("authorization", "content-type", "user-agent", "x-request-id")

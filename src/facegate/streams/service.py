@@ -309,8 +309,14 @@ def _mark_ended(
 ) -> bool:
     """The stream's row ended, once: False when it had ended already (a sweep took it).
     ``stats``: its last figures (None: those of its last heartbeat stay)."""
-    values: dict[str, Any] = {"ended_at": at, "heartbeat_at": at, "end_reason": reason}
-    values |= {"seconds": seconds} | ({"stats": stats} if stats is not None else {})
+    values: dict[str, Any] = {
+        "ended_at": at,
+        "heartbeat_at": at,
+        "end_reason": reason,
+        "seconds": seconds,
+    }
+    if stats is not None:
+        values["stats"] = stats
     done = session.execute(
         update(LiveStreamRow)
         .where(LiveStreamRow.id == stream_id, LiveStreamRow.ended_at.is_(None))
