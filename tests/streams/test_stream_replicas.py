@@ -207,6 +207,8 @@ async def test_a_start_without_room_here_is_placed_on_a_peer_with_room(
             record = peer_state.streams.get("live", stream_id)
             assert record.end_reason == "deleted"
             assert record.stats.frames_out >= 3
+            # the peer says at once that it has room again (its beat is every 5 s)
+            await wait_for(lambda: room_of(here, peer_url) == 1, 2)
         assert room_of(here, peer_url) is None  # the peer left when it stopped
 
 

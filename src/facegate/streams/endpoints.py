@@ -74,13 +74,14 @@ async def start_stream(
     except Unavailable as refused:
         client = request.client.host if request.client is not None else None
         handed = placement.Handed(dict(request.headers), await request.body(), client)
-        if not placement.may_hand(state, handed, refused):
+        if not placement.may_hand(state.settings, handed, refused):
             raise
-        answer = await placement.hand_to_peer(state, handed)
+        answer = await placement.hand_to_peer(state.settings, state.session_factory, handed)
         if answer is None:
             raise
         return Response(answer.content, answer.status, headers=answer.headers)
-    await asyncio.to_thread(placement.beat, state)  # one less room, said at once
+    # one less room, said at once
+    await asyncio.to_thread(placement.beat, state.settings, state.session_factory, state.streams)
     response.headers["Location"] = f"/v1/streams/{record.id}"
     return StreamAnswer(**StreamOut.of(record).model_dump(), sdp=sdp)
 

@@ -58,6 +58,7 @@ from facegate.principal import Principal
 from facegate.provenance.marker import JobMark
 from facegate.settings import Settings
 from facegate.stream_registry import StreamRecord, StreamRegistry
+from facegate.streams import placement
 from facegate.streams.engines import (
     FRAME_SECONDS,
     ChildStream,
@@ -502,6 +503,11 @@ class LiveStream:
             await asyncio.to_thread(self._write_usage, reason)
         finally:
             self.deps.registry.release(record)
+        with contextlib.suppress(Exception):  # its room said at once (else at the next beat)
+            deps = self.deps
+            await asyncio.to_thread(
+                placement.beat, deps.settings, deps.session_factory, deps.registry
+            )
         log.info(
             "stream.ended",
             stream_id=str(record.id),

@@ -2,7 +2,8 @@
 
 Each API process that has a peer address (``stream_peer_url``: where the other API
 processes reach it, ``http://POD_IP:8000`` in a cluster) writes its room for more streams
-to ``stream_nodes`` at start-up, every checkpoint and after each start it admits. A start
+to ``stream_nodes`` at start-up, every checkpoint and whenever a stream starts or ends
+there. A start
 this process must refuse for lack of room (503 ``streams_per_process`` or
 ``stream_cores``) is handed, as the client sent it, to the peer with the most room that
 beat lately, and the peer's answer is the client's: the SDP answer then names that peer's
@@ -29,10 +30,11 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from facegate.database import session_scope, utcnow
+from facegate.database import SessionFactory, session_scope, utcnow
 from facegate.errors import Unavailable
 from facegate.observability import metrics
-from facegate.state import AppState
+from facegate.settings import Settings
+from facegate.stream_registry import StreamRegistry
 from facegate.streams.service import this_node
 from facegate.streams.tables import StreamNode
 
@@ -81,18 +83,19 @@ def peers_with_room(session: Session, url: str, fresh_seconds: float) -> list[st
     )
 
 
-def beat(state: AppState) -> None:
-    """Write this process's room (nothing without ``stream_peer_url``)."""
-    url = state.settings.stream_peer_url
+def beat(settings: Settings, sessions: SessionFactory, registry: StreamRegistry) -> None:
+    """Write this process's room (nothing without ``stream_peer_url``): periodically, and
+    whenever a stream starts or ends here."""
+    url = settings.stream_peer_url
     if url is not None:
-        with session_scope(state.session_factory) as session:
-            write_room(session, url, state.streams.room())
+        with session_scope(sessions) as session:
+            write_room(session, url, registry.room())
 
 
-def leave(state: AppState) -> None:
-    url = state.settings.stream_peer_url
+def leave(settings: Settings, sessions: SessionFactory) -> None:
+    url = settings.stream_peer_url
     if url is not None:
-        with session_scope(state.session_factory) as session:
+        with session_scope(sessions) as session:
             forget(session, url)
 
 
@@ -122,24 +125,25 @@ def _forwarded_for(start: Handed) -> str:
     return ", ".join(part for part in chain if part)
 
 
-def may_hand(state: AppState, start: Handed, refused: Unavailable) -> bool:
+def may_hand(settings: Settings, start: Handed, refused: Unavailable) -> bool:
     """Whether a refused start may go to a peer: this process has a peer address, it was
     refused for lack of room here, and it was not handed here by a peer already."""
     return (
-        state.settings.stream_peer_url is not None
+        settings.stream_peer_url is not None
         and refused.extra.get("limit") in ROOM_LIMITS
         and PLACED_HEADER.lower() not in start.headers
     )
 
 
-async def hand_to_peer(state: AppState, start: Handed) -> PeerAnswer | None:
+async def hand_to_peer(
+    settings: Settings, sessions: SessionFactory, start: Handed
+) -> PeerAnswer | None:
     """The answer of a peer that took a start this process has no room for (``may_hand``);
     None when no peer has room or none took it (then the refusal stands)."""
-    settings = state.settings
     own = settings.stream_peer_url
     assert own is not None
     fresh = FRESH_CHECKPOINTS * settings.stream_checkpoint_seconds
-    with_room = await asyncio.to_thread(_peers, state, own, fresh)
+    with_room = await asyncio.to_thread(_peers, sessions, own, fresh)
     if not with_room:
         return None
     headers = {name: start.headers[name] for name in CARRIED if name in start.headers}
@@ -163,6 +167,6 @@ async def hand_to_peer(state: AppState, start: Handed) -> PeerAnswer | None:
     return None
 
 
-def _peers(state: AppState, url: str, fresh_seconds: float) -> list[str]:
-    with session_scope(state.session_factory, read_only=True) as session:
+def _peers(sessions: SessionFactory, url: str, fresh_seconds: float) -> list[str]:
+    with session_scope(sessions, read_only=True) as session:
         return peers_with_room(session, url, fresh_seconds)

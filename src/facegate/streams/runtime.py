@@ -48,7 +48,9 @@ async def _sweeping(state: AppState) -> None:
     while True:
         try:
             await asyncio.to_thread(sweep, state)
-            await asyncio.to_thread(placement.beat, state)
+            await asyncio.to_thread(
+                placement.beat, state.settings, state.session_factory, state.streams
+            )
         except Exception:  # the database away for a moment: the next round tries again
             log.exception("stream.sweep_failed")
         await asyncio.sleep(every)
@@ -91,4 +93,4 @@ async def streams_service(state: AppState) -> AsyncIterator[None]:
             await sweeper
         await state.streams.stop_all("server-stopping")
         with contextlib.suppress(Exception):  # the database away: the row goes stale
-            await asyncio.to_thread(placement.leave, state)
+            await asyncio.to_thread(placement.leave, state.settings, state.session_factory)
