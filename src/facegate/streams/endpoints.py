@@ -172,7 +172,8 @@ async def end_stream(
 ) -> StreamOut:
     """End the stream (metered up to now); an ended one is answered as it is. A stream
     another API process runs is asked to end through the database and answered once it
-    has (within ``stream_check_seconds`` and a second); 202 with it still live if not."""
+    has (within about a second); 202 with it still live if not within twice
+    ``stream_check_seconds`` and a second."""
     state = get_state(request)
     try:
         record = state.streams.get(principal.tenant_id, stream_id)
@@ -187,7 +188,7 @@ async def _end_elsewhere(
     state: AppState, response: Response, tenant_id: str, stream_id: uuid.UUID
 ) -> StreamOut:
     """A stream this process does not run: its end asked through its row, which the
-    process running it reads with its credential checks; waited for a little."""
+    process running it reads within a second; waited for a little."""
 
     def ask() -> tuple[LiveStreamRow, int] | None:
         with session_scope(state.session_factory) as session:

@@ -13,7 +13,8 @@ Tasks, on the event loop:
 - *watch* ends the stream at ``max_stream_seconds``, when the client went silent, when
   its key was revoked or its tenant suspended (the credentials checked again every
   ``stream_check_seconds``), or when a ``DELETE`` answered by another API process asked
-  for its end (read with those checks), and reports progress (Prometheus; the data channel);
+  for its end (read every round, a second at most), and reports progress (Prometheus;
+  the data channel);
 - *moderate* scores one output frame every ``stream_moderation_seconds`` when the
   tenant's policy has moderation: a refusal ends the stream with its reason.
 
@@ -434,16 +435,19 @@ class LiveStream:
             if self.record.seconds >= self.record.max_seconds:
                 await self.end("max_stream_seconds", f"the limit is {self.record.max_seconds} s")
                 return
-            if time.monotonic() - last_check >= settings.stream_check_seconds:
+            # A stop asked by another process is read every round (a second at most); the
+            # credentials every stream_check_seconds.
+            credentials = time.monotonic() - last_check >= settings.stream_check_seconds
+            if credentials:
                 last_check = time.monotonic()
-                problem = await asyncio.to_thread(self._stop_problem)
-                if problem is not None:
-                    await self.end(problem)
-                    return
+            problem = await asyncio.to_thread(self._stop_problem, credentials)
+            if problem is not None:
+                await self.end(problem)
+                return
 
-    def _stop_problem(self) -> str | None:
+    def _stop_problem(self, credentials: bool) -> str | None:
         with session_scope(self.deps.session_factory, read_only=True) as session:
-            return stop_problem(session, self.principal, self.record.id)
+            return stop_problem(session, self.principal, self.record.id, credentials=credentials)
 
     async def _moderate(self) -> None:
         every = self.deps.settings.stream_moderation_seconds

@@ -441,8 +441,8 @@ def request_stop(
     session: Session, tenant_id: str, stream_id: uuid.UUID
 ) -> tuple[LiveStreamRow, int] | None:
     """Ask the process running the tenant's open stream to end it (``DELETE`` answered by
-    another process): it reads the request with its next credential check
-    (``stop_problem``). The stream as ``stream_row`` has it; None when not the tenant's."""
+    another process): it reads the request within a second (``stop_problem``). The stream
+    as ``stream_row`` has it; None when not the tenant's."""
     session.execute(
         update(LiveStreamRow)
         .where(
@@ -456,11 +456,13 @@ def request_stop(
     return stream_row(session, tenant_id, stream_id)
 
 
-def stop_problem(session: Session, principal: Principal, stream_id: uuid.UUID) -> str | None:
+def stop_problem(
+    session: Session, principal: Principal, stream_id: uuid.UUID, *, credentials: bool = True
+) -> str | None:
     """Why the process running a stream must end it now: its caller may no longer stream
-    (``credentials_problem``), or a ``DELETE`` on another process asked for its end
-    (``deleted``); None otherwise."""
-    problem = credentials_problem(session, principal)
+    (``credentials_problem``, looked at when ``credentials``), or a ``DELETE`` on another
+    process asked for its end (``deleted``); None otherwise."""
+    problem = credentials_problem(session, principal) if credentials else None
     if problem is not None:
         return problem
     asked = session.scalar(

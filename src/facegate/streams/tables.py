@@ -6,7 +6,7 @@ streams handed to it by its peers, with its room for more (migration
 The process that runs a stream writes its heartbeat (``heartbeat_at``, ``seconds`` live so
 far) in the transaction of each usage checkpoint, so the usage record and the heartbeat
 always agree. A ``DELETE`` answered by another process sets ``stop_requested_at``; the
-process running the stream reads it with its credential checks and ends it (migration
+process running the stream reads it within a second and ends it (migration
 0030_live_stream_placement). A stream whose heartbeat stops while it has no ``ended_at``
 lost its process (killed, its machine gone): any process's sweep ends it as of its last
 heartbeat (``streams.service.sweep_lost_streams``). No foreign key to tenants, as usage

@@ -1,6 +1,6 @@
 """live stream placement: ``live_streams.stop_requested_at``, so a ``DELETE
 /v1/streams/{id}`` answered by an API process that does not run the stream reaches the one
-that does (it reads the row with its credential checks and ends the stream, ``deleted``);
+that does (it reads the row every second and ends the stream, ``deleted``);
 ``live_streams.stats``, the stream's figures (fps, latency, frames) as of its last
 heartbeat, so any process shows them; and ``stream_nodes``, each API process's address
 and room for more streams, so a process that has none hands a start to one that has
