@@ -303,6 +303,23 @@ class Settings(BaseSettings):
                 raise ValueError(f"an ICE server URL starts stun:, turn: or turns:, not {url!r}")
         return values
 
+    @field_validator("stream_peer_url")
+    @classmethod
+    def _peer_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 (raises on a port that is no number)
+        except ValueError:
+            parts = None
+        if parts is None or not parts.hostname:
+            raise ValueError(
+                f"FACEGATE_STREAM_PEER_URL {url!r} is no http(s)://HOST[:PORT] address "
+                "(an IPv6 address goes in brackets: http://[fd00::1]:8000)"
+            )
+        return url
+
     @model_validator(mode="after")
     def _turn_secret(self) -> Settings:
         urls = [*self.stream_ice_urls, *(self.stream_server_ice_urls or [])]

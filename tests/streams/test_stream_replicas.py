@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import make_settings
 from tests.dbkit import drop_schema, fresh_database, postgres_url
 from tests.liveserver import free_port, serving
 from tests.streams.streamkit import LIVE_POLICY, open_elsewhere, open_stream, stored, wait_for
 
 from facegate.database import session_scope
+from facegate.errors import InvalidSettings
 from facegate.provenance.keys import create_keys
+from facegate.settings import get_settings
 from facegate.streams.placement import PLACED_HEADER
 from facegate.streams.runtime import streams_service
 from facegate.streams.tables import LiveStreamRow, StreamNode
@@ -216,3 +219,13 @@ def room_of(h: Any, url: str) -> int | None:
     with session_scope(h.state.session_factory) as session:
         node = session.get(StreamNode, url)
         return None if node is None else node.room
+
+
+def test_a_peer_url_is_an_address_the_peers_can_reach(tmp_path: Path) -> None:
+    assert make_settings(tmp_path).stream_peer_url is None  # the embedded shape: no placement
+    for good in ("http://10.1.2.3:8000", "http://[fd00::1]:8000", "https://api-0.api:8443"):
+        assert make_settings(tmp_path, stream_peer_url=good).stream_peer_url == good
+    # an IPv6 pod address expanded without brackets, a path, no host: refused, named
+    for bad in ("http://fd00::1:8000", "http://10.1.2.3:8000/v1", "http://:8000", "ftp://h"):
+        with pytest.raises(InvalidSettings, match="FACEGATE_STREAM_PEER_URL"):
+            get_settings(stream_peer_url=bad)
