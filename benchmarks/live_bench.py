@@ -73,7 +73,7 @@ from facegate.provenance.keys import load_keys
 from facegate.provenance.payload import WATERMARK
 from facegate.provenance.reading import read_image_watermark
 from facegate.streams.ice import turn_credential
-from facegate.streams.loopback import ClientRun, PhotoCamera, camera_frame, run_client
+from facegate.streams.loopback import ClientRun, PhotoCamera, camera_frame, run_client_at
 from facegate.streams.media import release_on_marker
 from facegate.streams.service import STREAM_END
 from facegate.streams.tables import LiveStreamRow
@@ -111,18 +111,17 @@ async def stream(
     base: str, key: str, seconds: float, fps: float, marker: bool = True, relay: bool = False
 ) -> ClientRun:
     source = base64.b64encode(SOURCE.read_bytes()).decode()
-    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
-        return await run_client(
-            client,
-            {"Authorization": f"Bearer {key}"},
-            {"source_image": source},
-            camera_frame(read_frame(CAMERA)),
-            seconds,
-            fps=fps,
-            keep=MARK_SAMPLES,
-            marker=marker,
-            relay=relay,
-        )
+    return await run_client_at(
+        base,
+        key,
+        {"source_image": source},
+        camera_frame(read_frame(CAMERA)),
+        seconds,
+        fps=fps,
+        keep=MARK_SAMPLES,
+        marker=marker,
+        relay=relay,
+    )
 
 
 #: warm-up streams at most, until the stream's engine child has taken over

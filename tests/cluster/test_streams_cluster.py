@@ -6,16 +6,15 @@ media the client then talks to, and a ``DELETE`` sent to the first ends it there
 from __future__ import annotations
 
 import asyncio
-import base64
 import uuid
 
 import httpx
 from clusterkit import Cluster, free_port, session_scope_of, wait_for
 from sqlalchemy import Engine, select
-from tests.streams.streamkit import CAMERA_PHOTO, SOURCE_PHOTO, photo
+from tests.streams.streamkit import CAMERA_PHOTO, photo, source_body
 
 from facegate.observability.audit.tables import AuditEvent
-from facegate.streams.loopback import ClientRun, camera_frame, run_client
+from facegate.streams.loopback import camera_frame, run_client_at
 from facegate.streams.tables import LiveStreamRow, StreamNode
 from facegate.tenancy.schemas import KeyCreate, PolicySpec, TenantSpec
 from facegate.tenancy.service import TenancyService
@@ -35,19 +34,6 @@ def room(engine: Engine, url: str) -> int | None:
     with session_scope_of(engine) as session:
         node = session.get(StreamNode, url)
         return None if node is None else node.room
-
-
-async def stream_through(base: str, token: str, seconds: float) -> ClientRun:
-    source = base64.b64encode(SOURCE_PHOTO.read_bytes()).decode()
-    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
-        return await run_client(
-            client,
-            {"Authorization": f"Bearer {token}"},
-            {"source_image": source},
-            camera_frame(photo(CAMERA_PHOTO)),
-            seconds,
-            fps=15.0,
-        )
 
 
 def test_a_start_sent_to_a_full_api_process_runs_on_its_peer(
@@ -70,7 +56,8 @@ def test_a_start_sent_to_a_full_api_process_runs_on_its_peer(
     wait_for(lambda: room(cluster_engine, peer_url) == 1, 30, "the peer to say it has room")
     assert room(cluster_engine, full_url) == 0
 
-    run = asyncio.run(stream_through(full, token, 4.0))
+    picture = camera_frame(photo(CAMERA_PHOTO))
+    run = asyncio.run(run_client_at(full, token, source_body(), picture, 4.0, fps=15.0))
 
     # The frames came back (stamped camera frames, swapped), and the DELETE sent to the
     # full process ended the stream on its peer.

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 
 from facegate.engine.types import Frame
-from facegate.streams.loopback import ClientRun, camera_frame, run_client
+from facegate.streams.loopback import camera_frame, run_client_at
 
 
 @click.command("stream-check")
@@ -71,7 +71,9 @@ def stream_check(
     else:
         body = {"source_face_id": str(source_face_id)}
     try:
-        run = asyncio.run(_run(url, key, body, camera_frame(picture), seconds, relay))
+        run = asyncio.run(
+            run_client_at(url, key, body, camera_frame(picture), seconds, keep=0, relay=relay)
+        )
     except httpx.HTTPStatusError as exc:
         raise click.ClickException(f"{exc.response.status_code}: {exc.response.text}") from None
     if save is not None and run.last is not None:
@@ -79,18 +81,3 @@ def stream_check(
     click.echo(json.dumps(run.summary()))
     if not run.samples:
         raise click.ClickException("no swapped frame came back")
-
-
-async def _run(
-    url: str, key: str, body: dict[str, str], picture: Frame, seconds: float, relay: bool
-) -> ClientRun:
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
-        return await run_client(
-            client,
-            {"Authorization": f"Bearer {key}"},
-            body,
-            picture,
-            seconds,
-            keep=0,
-            relay=relay,
-        )

@@ -243,3 +243,18 @@ async def run_client(
             task.cancel()
         await pc.close()
     return run
+
+
+async def run_client_at(
+    url: str,
+    key: str,
+    body: dict[str, Any],
+    picture: Frame,
+    seconds: float,
+    **options: Any,
+) -> ClientRun:
+    """``run_client`` against the service at ``url`` with the API key ``key`` (``options``:
+    ``run_client``'s own)."""
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        headers = {"Authorization": f"Bearer {key}"}
+        return await run_client(client, headers, body, picture, seconds, **options)
