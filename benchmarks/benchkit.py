@@ -20,6 +20,17 @@ from facegate.settings import Settings
 
 #: The face photos of ../shared/data/faces (see their SOURCES.md), beside this checkout.
 FACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "faces"
+#: This checkout's source tree (what a subprocess imports, as PYTHONPATH).
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def source_trees(baseline: Path | None) -> dict[str, Path]:
+    """The source trees a benchmark runs, by label: this one, and ``--baseline`` (another
+    checkout's ``src``, e.g. a worktree of the code before a change) when given."""
+    trees = {"this tree": SRC}
+    if baseline is not None:
+        trees["baseline"] = baseline.resolve()
+    return trees
 
 
 def read_frame(path: Path) -> Frame:

@@ -30,9 +30,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from benchkit import FACES, load_average
+from benchkit import FACES, load_average, source_trees
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 SOURCE = FACES / "woman_a_selfie_frontal_01.jpg"
 TARGET = FACES / "man_frontal_beard_closeup.jpg"
 COMMAND = "from facegate.cli import main; main()"
@@ -165,9 +164,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another src/ folder, run interleaved")
     args = parser.parse_args()
-    trees = {"this tree": SRC}
-    if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+    trees = source_trees(args.baseline)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         target = make_target(folder)

@@ -33,10 +33,8 @@ import cv2
 import httpx
 
 import noisy_neighbour as nn
-from benchkit import FACES, load_average, read_frame
+from benchkit import FACES, load_average, read_frame, source_trees
 from engine_bench import at_1080p
-
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def inputs(jobs: int, new_source: bool) -> tuple[bytes, list[bytes]]:
@@ -118,9 +116,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--baseline", type=Path, help="another src/ folder, run alternating")
     args = parser.parse_args()
-    trees = {"this tree": SRC}
-    if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+    trees = source_trees(args.baseline)
     print(f"{args.jobs} jobs a server ({args.source} source each job), cpus {os.cpu_count()}")
     for round_ in range(args.rounds):
         for label, src in trees.items():
