@@ -14,7 +14,7 @@ from facegate.engine.errors import NoFaceDetected
 from facegate.engine.faces import FaceAnalyser
 from facegate.engine.identity import FaceRecogniser
 from facegate.engine.pipeline import PipelineSpec, on_two_threads
-from facegate.engine.report import FaceReport, report_face, verdict
+from facegate.engine.report import FaceReport, judge, measure_face, verdict
 from facegate.engine.runtime import EngineRuntime
 from facegate.engine.swap.mesh_warp import MeshWarpBackend
 from facegate.engine.swap.options import FaceSwapperOptions
@@ -72,7 +72,7 @@ def swap_and_report(
     frame, face = photos[target]
     result = backend.swap_face(frame.copy(), state, face, options)
     embedding = recogniser.describe(source_frame, source_face)
-    return report_face(recogniser, embedding, frame, result, face).as_dict()
+    return judge(measure_face(recogniser, frame, result, face), embedding).as_dict()
 
 
 def test_a_frontal_target_is_transferred(
@@ -215,7 +215,7 @@ def test_a_group_photos_reports_are_each_faces_own_in_order(
     for face in pipeline.analyser.analyse(group):
         key = tuple(round(float(v)) for v in face.box[:4])
         if key in faces:
-            alone = report_face(recogniser, embedding, group, result, face, faces[key].face)
+            alone = judge(measure_face(recogniser, group, result, face, faces[key].face), embedding)
             assert alone == faces[key]
             compared += 1
     assert compared == len(reports)

@@ -351,8 +351,7 @@ class Pipeline:
                 moderate = None if beside_reports is None else lambda: beside_reports(result)
                 with beside(moderate, "beside-reports"):
                     measures = self._measure_faces(ctx, target, result)
-                    embeddings = describing.result()
-                    reports.extend(judge(m, embeddings[indexes[m.index]]) for m in measures)
+                    reports.extend(self._judged(ctx, measures, describing.result()))
             finally:
                 wait([describing])  # (a failed swap: its end too)
         if counts is not None:
@@ -362,10 +361,16 @@ class Pipeline:
 
     def face_reports(self, ctx: JobContext, target: Frame, result: Frame) -> list[FaceReport]:
         """The quality report of each face ``ctx`` swapped from ``target`` into ``result``."""
-        indexes = [source_index for source_index, _ in ctx.selected]
-        embeddings = self._source_embeddings(ctx, indexes)
-        measures = self._measure_faces(ctx, target, result)
-        return [judge(m, embeddings[indexes[m.index]]) for m in measures]
+        embeddings = self._source_embeddings(ctx, [index for index, _ in ctx.selected])
+        return self._judged(ctx, self._measure_faces(ctx, target, result), embeddings)
+
+    @staticmethod
+    def _judged(
+        ctx: JobContext, measures: Sequence[FaceMeasure], embeddings: dict[int, FloatArray]
+    ) -> list[FaceReport]:
+        """Each measured face judged against its source's descriptor (``ctx.selected``
+        names the source of each)."""
+        return [judge(m, embeddings[ctx.selected[m.index][0]]) for m in measures]
 
     def _source_embeddings(self, ctx: JobContext, indexes: Sequence[int]) -> dict[int, FloatArray]:
         """The recogniser's descriptor of each source face named (by its index in

@@ -143,18 +143,6 @@ def judge(measure: FaceMeasure, source_embedding: FloatArray) -> FaceReport:
     )
 
 
-def report_face(
-    recogniser: FaceRecogniser,
-    source_embedding: FloatArray,
-    target: Frame,
-    result: Frame,
-    face: Face,
-    index: int = 0,
-) -> FaceReport:
-    """The report of ``face`` (found in ``target``) as swapped in ``result``."""
-    return judge(measure_face(recogniser, target, result, face, index), source_embedding)
-
-
 def restore_face(result: Frame, target: Frame, box: tuple[float, float, float, float]) -> None:
     """Put the face at ``box`` of ``target`` back into ``result`` (in place), feathered: the
     box grown by ``RESTORE_MARGIN`` of its size on each side (the swap's region, with its
