@@ -120,13 +120,14 @@ async def list_streams(
     state = get_state(request)
     tenant_id = principal.tenant_id
     stored = await asyncio.to_thread(_stored_streams, state, tenant_id, limit)
-    here = {record.id: StreamOut.of(record) for record in state.streams.of_tenant(tenant_id)}
+    # (this process keeps up to 1000 ended streams: only those listed are shown from it)
+    here = {record.id: record for record in state.streams.of_tenant(tenant_id)}
     items = [
-        here.pop(row.id) if row.id in here else StreamOut.of_row(row, frames)
+        StreamOut.of(here.pop(row.id)) if row.id in here else StreamOut.of_row(row, frames)
         for row, frames in stored
     ]
     # a stream being opened here has no row yet
-    items += [out for out in here.values() if out.state == "live"]
+    items += [StreamOut.of(record) for record in here.values() if record.state == "live"]
     items.sort(key=lambda out: (out.state != "live", -out.created_at.timestamp()))
     return StreamList(items=items)
 
