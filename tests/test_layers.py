@@ -34,6 +34,7 @@ APP_MODULE = "facegate.api.app"
 # Third-party packages worth loading only where they are used: name -> what they cost.
 HEAVY = {
     "mediapipe": "TensorFlow Lite graphs; the API and the CLI's other commands never run one",
+    "ai_edge_litert": "LiteRT's interpreter (the face detector), like mediapipe's graphs",
     "dlib": "the recogniser's native library, only for reference selection and quality",
     "ncnn": "the ncnn runtime, only for the Real-ESRGAN upscaler",
     "onnxruntime": "the ONNX runtime; API pods load no model",

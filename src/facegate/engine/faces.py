@@ -1,14 +1,15 @@
 """Face analysis on the CPU with mediapipe 0.10.21's built-in models.
 
-Detection: the full-range detector (``model_selection=1``) over the whole frame plus a grid of
-overlapping tiles (it sees a 192 px letterboxed copy, so small faces of a group photo only show
-up in a tile), boxes merged with NMS. Then the 478-point mesh on a square crop around each
+Detection: mediapipe's full-range detector model (run by LiteRT as mediapipe's graph runs it:
+``networks.blazeface``) over the whole frame plus a grid of overlapping tiles (it sees a 192 px
+letterboxed copy, so small faces of a group photo only show up in a tile), boxes merged with
+NMS. Then the 478-point mesh on a square crop around each
 box (1.8× the box), mapped back to frame pixels. A detection whose mesh fails, or whose mesh
 lands somewhere else than the box, is dropped: that second opinion is what removes the
 detector's false positives (a cat's face). When the detector finds nothing, ``FaceMesh`` runs
 on the whole frame: it catches the tight, already-cropped faces the detector misses.
 
-Tiles cost more detector runs (~5 ms each; 2 rows, and as many columns as keep them about
+Tiles cost more detector runs (~4 ms of CPU each; 2 rows, and as many columns as keep them about
 square: 6 tiles on a landscape photo or a 16:9 frame): with ``tile_policy="auto"`` (default) they
 are skipped when every face the whole-frame pass found is large (a close-up, one speaker).
 The tiles' detector runs, and the meshes of the faces found, are independent: they run side
@@ -49,6 +50,7 @@ from facegate.engine.descriptor import (
 )
 from facegate.engine.errors import InvalidOptions
 from facegate.engine.mediapipe_import import mp
+from facegate.engine.networks.blazeface import BlazeFace, Detection
 from facegate.engine.types import Face, FloatArray, Frame
 
 __all__ = [
@@ -108,20 +110,12 @@ class AnalyserOptions:
     threads: int = min(2, os.cpu_count() or 1)
 
 
-@dataclass
-class _Detection:
-    box: npt.NDArray[np.float64]
-    score: float
-
-
 class _Graphs:
     """The mediapipe graphs of one thread (they are not safe to share between threads)."""
 
     def __init__(self, options: AnalyserOptions) -> None:
         solutions: Any = mp.solutions
-        self.detector = solutions.face_detection.FaceDetection(
-            model_selection=1, min_detection_confidence=options.min_score
-        )
+        self.detector = BlazeFace(options.min_score)
         self.crop_mesh = solutions.face_mesh.FaceMesh(
             static_image_mode=True, refine_landmarks=True, max_num_faces=1
         )
@@ -141,7 +135,7 @@ class _Graphs:
         return self._frame_mesh
 
     def close(self) -> None:
-        for graph in (self.detector, self.crop_mesh, self._frame_mesh):
+        for graph in (self.crop_mesh, self._frame_mesh):
             if graph is not None:
                 graph.close()
 
@@ -308,8 +302,8 @@ class Pyramid:
         return self._levels[level]
 
     def detect(
-        self, detector: Any, window: tuple[int, int, int, int], max_side: int
-    ) -> list[_Detection]:
+        self, detector: BlazeFace, window: tuple[int, int, int, int], max_side: int
+    ) -> list[Detection]:
         """Detections in a window (x0, y0, x1, y1) of the frame, boxes in frame pixels, on the
         first level where the window's long side is at most ``max_side``."""
         x0, y0, x1, y1 = window
@@ -321,36 +315,20 @@ class Pyramid:
         sx, sy = image.shape[1] / width, image.shape[0] / height
         lx0, ly0 = int(x0 * sx), int(y0 * sy)
         lx1, ly1 = max(lx0 + 1, round(x1 * sx)), max(ly0 + 1, round(y1 * sy))
-        found = _detect(detector, np.ascontiguousarray(image[ly0:ly1, lx0:lx1]))
+        found = detector.detect(image[ly0:ly1, lx0:lx1])  # a view: the warp reads it in place
         offset = np.array([lx0, ly0, lx0, ly0], dtype=np.float64)
         scale = np.array([1 / sx, 1 / sy, 1 / sx, 1 / sy])
-        for det in found:
-            det.box = (det.box + offset) * scale
-        return found
-
-
-def _detect(detector: Any, rgb: Frame) -> list[_Detection]:
-    """Boxes in pixels of ``rgb``."""
-    height, width = rgb.shape[:2]
-    result = detector.process(rgb)
-    found = []
-    for detection in result.detections or ():
-        rel = detection.location_data.relative_bounding_box
-        box = np.array(
-            [rel.xmin, rel.ymin, rel.xmin + rel.width, rel.ymin + rel.height], dtype=np.float64
-        ) * np.array([width, height, width, height])
-        found.append(_Detection(box, float(detection.score[0])))
-    return found
+        return [Detection((det.box + offset) * scale, det.score) for det in found]
 
 
 Window = tuple[int, int, int, int]
 #: How ``detect_faces`` runs the tiles: ``FaceAnalyser.each`` (several threads) or in turn.
-EachFn = Callable[[Callable[[_Graphs, Window], list[_Detection]], Sequence[Window]], list[Any]]
+EachFn = Callable[[Callable[[_Graphs, Window], list[Detection]], Sequence[Window]], list[Any]]
 
 
 def detect_faces(
     graphs: _Graphs, pyramid: Pyramid, options: AnalyserOptions, each: EachFn | None = None
-) -> list[_Detection]:
+) -> list[Detection]:
     """Full-range detector on the whole frame and on each overlapping tile (boxes not merged).
     ``each`` runs the tiles (the analyser's threads); by default one after another."""
     height, width = pyramid.frame.shape[:2]
@@ -361,7 +339,7 @@ def detect_faces(
             return found
     windows = _tile_windows(width, height, options.tiles, options.tile_overlap)
 
-    def tile(g: _Graphs, window: Window) -> list[_Detection]:
+    def tile(g: _Graphs, window: Window) -> list[Detection]:
         return pyramid.detect(g.detector, window, options.tile_max_side)
 
     per_tile = each(tile, windows) if each is not None else [tile(graphs, w) for w in windows]
@@ -382,9 +360,9 @@ def box_iou(box: npt.ArrayLike, boxes: npt.ArrayLike) -> npt.NDArray[np.float64]
     return np.asarray(inter / np.maximum(area_a + area_b - inter, 1e-9), dtype=np.float64)
 
 
-def nms(detections: Sequence[_Detection], iou: float) -> list[_Detection]:
+def nms(detections: Sequence[Detection], iou: float) -> list[Detection]:
     """Greedy non-maximum suppression, best score first."""
-    kept: list[_Detection] = []
+    kept: list[Detection] = []
     for det in sorted(detections, key=lambda d: -d.score):
         if not kept or box_iou(det.box, [k.box for k in kept]).max() <= iou:
             kept.append(det)
@@ -439,7 +417,7 @@ def _mesh_box(landmarks: FloatArray) -> npt.NDArray[np.float64]:
 
 
 def mesh_face(
-    graphs: _Graphs, frame: Frame, detection: _Detection, options: AnalyserOptions
+    graphs: _Graphs, frame: Frame, detection: Detection, options: AnalyserOptions
 ) -> Face | None:
     """The mesh on the detection's crop of a BGR frame, or None when it fails or lands off the
     box."""

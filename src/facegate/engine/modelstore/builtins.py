@@ -101,7 +101,7 @@ _TABLE: Mapping[
                     "2c3728e6da56f21e21a320433396fb06d40d9088f2247c05e5635a688d45dfe1",
                 ),
             ),
-            MappingProxyType({"runtime": "mediapipe"}),
+            MappingProxyType({"runtime": "litert"}),
         ),
         "mediapipe_face_landmark": (
             "face_mesh",
@@ -150,3 +150,15 @@ def builtin_models() -> list[ModelVersion]:
             )
         )
     return found
+
+
+def builtin_file(name: str, role: str = "model") -> Path:
+    """The path of a built-in model's file, for the engine parts that load one themselves
+    (the face detector); its package must be installed."""
+    _, _, package, files, _ = _TABLE[name]
+    root = package_dir(package)
+    if root is None:
+        raise FileNotFoundError(
+            f"the package {package} holding the built-in model {name} is missing"
+        )
+    return root / next(rel for file_role, rel, _ in files if file_role == role)
