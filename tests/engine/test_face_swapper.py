@@ -346,6 +346,53 @@ def test_the_callers_stages_leave_the_helper_the_glasses_and_take_the_raster_fir
     assert np.array_equal(busy, free)
 
 
+def test_swaps_at_once_on_one_backend_do_their_own_work_and_give_the_same_result(
+    photos: dict[str, tuple[Frame, Face]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 28: a video's render threads swap on one backend at once; handing their target
+    # sides and glasses checks to the one helper thread only added CPU. Two swaps held in
+    # progress together (both past their start, then let go) each look for the glasses on
+    # their own thread; a lone swap still hands that to the helper. Counted, not timed.
+    backend = MeshWarpBackend()
+    options = FaceSwapperOptions()
+    (source, source_face), (target, target_face) = photos[SINGLE[0]], photos[SINGLE[5]]
+    state = backend.prepare_source([source_face], [source], options)
+    lone = backend.swap_face(target.copy(), state, target_face, options)
+    looked: list[str] = []
+    frames_box, region = mesh_warp.frames_box, mesh_warp._region
+    together = threading.Barrier(2, timeout=30)
+
+    def counted(*args: Any) -> Any:
+        looked.append(threading.current_thread().name)
+        return frames_box(*args)
+
+    def both_in_progress(*args: Any) -> Any:
+        together.wait()
+        return region(*args)
+
+    monkeypatch.setattr(mesh_warp, "frames_box", counted)
+    monkeypatch.setattr(mesh_warp, "_region", both_in_progress)
+    results: dict[str, Frame] = {}
+
+    def swap() -> None:
+        name = threading.current_thread().name
+        results[name] = backend.swap_face(target.copy(), state, target_face, options)
+
+    threads = [threading.Thread(target=swap, name=f"render-{i}") for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(looked) == ["render-0", "render-1"]
+    assert all(np.array_equal(result, lone) for result in results.values())
+    assert len(results) == 2
+    monkeypatch.setattr(mesh_warp, "_region", region)
+    looked.clear()
+    backend.swap_face(target.copy(), state, target_face, options)
+    assert len(looked) == 1
+    assert looked[0].startswith("mesh-warp")
+
+
 def test_a_swap_failing_before_its_raster_leaves_the_helper_free(
     photos: dict[str, tuple[Frame, Face]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
