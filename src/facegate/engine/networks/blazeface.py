@@ -30,7 +30,7 @@ import numpy.typing as npt
 from ai_edge_litert.interpreter import Interpreter
 
 from facegate.engine.modelstore.builtins import builtin_file
-from facegate.engine.types import Frame
+from facegate.engine.types import Frame, frozen
 
 MODEL = "mediapipe_face_detection_full_range"
 SIZE = 192
@@ -42,12 +42,13 @@ MIN_SCORE = 0.6
 SUPPRESSION_IOU = 0.3
 
 _CELLS = SIZE // STRIDE
-_CENTRES = (np.arange(_CELLS, dtype=np.float32) + 0.5) / _CELLS
-_ANCHOR_X = np.tile(_CENTRES, _CELLS)
-_ANCHOR_Y = np.repeat(_CENTRES, _CELLS)
+# anchor centres in [0, 1], row by row (mediapipe's SsdAnchorsCalculator: one layer, stride 4,
+# fixed-size anchors)
+_ANCHOR_X = frozen(np.tile((np.arange(_CELLS, dtype=np.float32) + 0.5) / _CELLS, _CELLS))
+_ANCHOR_Y = frozen(np.repeat((np.arange(_CELLS, dtype=np.float32) + 0.5) / _CELLS, _CELLS))
 #: The tensor's corners in the order of ``cv2.boxPoints``: bottom-left, top-left, top-right,
 #: bottom-right.
-_TENSOR_CORNERS = np.array([[0, SIZE], [0, 0], [SIZE, 0], [SIZE, SIZE]], np.float32)
+_TENSOR_CORNERS = frozen(np.array([[0, SIZE], [0, 0], [SIZE, 0], [SIZE, SIZE]], np.float32))
 
 
 @dataclass(frozen=True)
