@@ -70,7 +70,8 @@ def test_nothing_under_the_graphs_threshold_and_best_first() -> None:
     assert detector.min_score == MIN_SCORE
     found = detector.detect(load_1080("group_8_small_faces_office.jpg")[:, :, ::-1].copy())
     scores = [det.score for det in found]
-    assert scores == sorted(scores, reverse=True) and min(scores) >= MIN_SCORE
+    assert scores == sorted(scores, reverse=True)
+    assert min(scores) >= MIN_SCORE
 
 
 def test_weighted_nms_merges_overlapping_boxes_by_score() -> None:
