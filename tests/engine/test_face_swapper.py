@@ -271,15 +271,24 @@ def test_two_threads_give_the_same_bytes_as_sequential(
         assert results[slot] == [expected[slot]] * 3
 
 
+def helped_swap(
+    photos: dict[str, tuple[Frame, Face]],
+) -> tuple[MeshWarpBackend, FaceSwapperOptions, MeshWarpSource, tuple[Frame, Face]]:
+    """A fresh backend (its own helper thread), the default options, the first single-face
+    photo prepared as the source and the sixth as the target: the helper tests' set-up."""
+    backend = MeshWarpBackend()
+    options = FaceSwapperOptions()
+    source, source_face = photos[SINGLE[0]]
+    state = backend.prepare_source([source_face], [source], options)
+    return backend, options, state, photos[SINGLE[5]]
+
+
 def test_a_busy_helper_leaves_the_target_side_to_the_caller(
     photos: dict[str, tuple[Frame, Face]],
 ) -> None:
     # mesh_warp hands a swap's target side to its helper thread; when the helper is taken
     # (here: blocked on purpose) the caller must do that work itself, with the same result.
-    backend = MeshWarpBackend()
-    options = FaceSwapperOptions()
-    (source, source_face), (target, target_face) = photos[SINGLE[0]], photos[SINGLE[5]]
-    state = backend.prepare_source([source_face], [source], options)
+    backend, options, state, (target, target_face) = helped_swap(photos)
     free = backend.swap_face(target.copy(), state, target_face, options)
     helper = backend._helper_pool()
     assert helper is not None  # the test machines have two cores or more
@@ -353,10 +362,7 @@ def test_swaps_at_once_on_one_backend_do_their_own_work_and_give_the_same_result
     # sides and glasses checks to the one helper thread only added CPU. Two swaps held in
     # progress together (both past their start, then let go) each look for the glasses on
     # their own thread; a lone swap still hands that to the helper. Counted, not timed.
-    backend = MeshWarpBackend()
-    options = FaceSwapperOptions()
-    (source, source_face), (target, target_face) = photos[SINGLE[0]], photos[SINGLE[5]]
-    state = backend.prepare_source([source_face], [source], options)
+    backend, options, state, (target, target_face) = helped_swap(photos)
     lone = backend.swap_face(target.copy(), state, target_face, options)
     looked: list[str] = []
     frames_box, region = mesh_warp.frames_box, mesh_warp._region
@@ -399,10 +405,7 @@ def test_a_swap_failing_before_its_raster_leaves_the_helper_free(
     # The helper's target side waits for the caller's raster of the mesh: when the caller
     # fails before it (here: displacing the full-size region), the helper must be told, not
     # left waiting (every later swap would then find it busy).
-    backend = MeshWarpBackend()
-    options = FaceSwapperOptions()
-    (source, source_face), (target, target_face) = photos[SINGLE[0]], photos[SINGLE[5]]
-    state = backend.prepare_source([source_face], [source], options)
+    backend, options, state, (target, target_face) = helped_swap(photos)
     caller = threading.current_thread()
     displaced = mesh_warp.displaced
 
