@@ -85,7 +85,7 @@ class AnalyserOptions:
     """How faces are found. Defaults are the set-up measured in ENGINE-NOTES (42 of 42 faces),
     with tiles about square on wide frames (``tile_grid``) where it used 2×2."""
 
-    min_score: float = 0.5
+    min_score: float = 0.5  # the detector itself reports nothing under 0.6 (blazeface)
     min_size: float = 0.0  # px, the shorter side of the box
     # Columns, rows of overlapping tiles; (1, 1) = the whole frame only. None: TILE_ROWS across
     # the shorter side and as many along the longer as keep every tile at most

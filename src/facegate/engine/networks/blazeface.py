@@ -3,7 +3,7 @@
 The model file is mediapipe's own (``face_detection_full_range_sparse.tflite``, the built-in
 model ``mediapipe_face_detection_full_range``); the graph around it is written here as
 mediapipe's ``FaceDetectionFullRange`` subgraph runs it, so the detections are the same
-(tests/engine/test_blazeface.py compares them on every test photo and tile):
+(tests/engine/networks/test_blazeface.py compares them on every test photo and tile):
 
 - the image letterboxed into the 192×192 input by one perspective warp (``INTER_LINEAR``,
   black border; the square around the image has its corners mapped to the tensor's, as

@@ -245,7 +245,7 @@ class MeshWarpBackend:
     the full-size region. When swaps run at once on one backend (a video's render threads,
     two workers' jobs, several live streams) each does all of its own work: the concurrent
     swaps keep the cores busy already, and handing work to and fro between them and the
-    helper only cost CPU (720p video, two render threads: ~1.3 ms of CPU a frame, ~3 % of
+    helper only cost CPU (720p video, two render threads: ~1.5 ms of CPU a frame, 0-8 % of
     its fps; issue 28). Likewise when the helper is busy, the caller does it itself.
     """
 
