@@ -74,6 +74,12 @@ def test_nothing_under_the_graphs_threshold_and_best_first() -> None:
     assert min(scores) >= MIN_SCORE
 
 
+def test_a_threshold_of_one_finds_nothing() -> None:
+    frame = load_1080("woman_a_selfie_frontal_01.jpg")[:, :, ::-1].copy()
+    assert BlazeFace().detect(frame)
+    assert BlazeFace(min_score=1.0).detect(frame) == []
+
+
 def test_weighted_nms_merges_overlapping_boxes_by_score() -> None:
     boxes = np.array([[0, 0, 10, 10], [1, 0, 11, 10], [50, 50, 60, 60]], np.float64)
     scores = np.array([0.9, 0.6, 0.8])

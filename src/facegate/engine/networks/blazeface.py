@@ -22,6 +22,7 @@ runs it up to seven times (the whole frame and six tiles; issue 28).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -62,6 +63,9 @@ class BlazeFace:
 
     def __init__(self, min_score: float = MIN_SCORE) -> None:
         self.min_score = max(min_score, MIN_SCORE)
+        # sigmoid(x) >= s  <=>  x >= logit(s): only the few anchors kept are decoded
+        score = self.min_score
+        self._least_logit = math.inf if score >= 1.0 else math.log(score / (1.0 - score))
         self._interpreter = Interpreter(model_path=str(builtin_file(MODEL)), num_threads=1)
         self._interpreter.allocate_tensors()
         self._input = self._interpreter.get_input_details()[0]["index"]
@@ -88,8 +92,7 @@ class BlazeFace:
         self._interpreter.set_tensor(self._input, self._tensor)
         self._interpreter.invoke()
         logits = self._interpreter.get_tensor(self._scores)[0, :, 0]
-        # sigmoid(x) >= s  <=>  x >= logit(s): only the few kept anchors are decoded
-        kept = np.flatnonzero(logits >= np.log(self.min_score / (1.0 - self.min_score)))
+        kept = np.flatnonzero(logits >= self._least_logit)
         if not len(kept):
             return []
         raw = self._interpreter.get_tensor(self._boxes)[0, kept, :4].astype(np.float64)
