@@ -226,12 +226,14 @@ def full(
     clock: StageClock | None = None,
     moderator: Moderator | None = None,
     threads: ThreadCpu | None = None,
+    part: tuple[float, float | None] = (0.0, None),
 ) -> tuple[float, float]:
     """(wall fps, CPU ms per frame) of the swap pipeline with the given tracker settings;
     with a ``moderator``, as the service runs it: the watermark on every frame and the
-    output's moderation; ``clock`` gets the stages."""
+    output's moderation; ``clock`` gets the stages. ``part``: the (start, end) seconds
+    rendered (a segmented run's part; the whole clip by default)."""
     source = read_frame(SOURCE)
-    options = VideoOptions(preset=preset, workers=workers)
+    options = VideoOptions(preset=preset, workers=workers, start=part[0], end=part[1])
     clock = clock or StageClock()
     started, cpu = time.perf_counter(), time.process_time()
     ctx = pipeline.prepare([source], on_stage=clock.add)
@@ -300,6 +302,20 @@ def print_breakdown(
             print(line + used)
 
 
+def service_pipeline() -> tuple[Pipeline, Moderator]:
+    """The swap pipeline the benchmarks run (one source, the feathered mask) and the
+    moderator of the service's output screening."""
+    spec = PipelineSpec.model_validate(
+        {
+            "processors": ["face_swapper"],
+            "processor_options": {"face_swapper": {"mask": "feather"}},
+            "selector": {"mode": "one"},
+        }
+    )
+    engine = engine_runtime()
+    return engine.pipeline(spec), Moderator(engine.hub)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=6.0)
@@ -318,16 +334,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(like_a_facegate_process(args.default_allocator))
-    spec = PipelineSpec.model_validate(
-        {
-            "processors": ["face_swapper"],
-            "processor_options": {"face_swapper": {"mask": "feather"}},
-            "selector": {"mode": "one"},
-        }
-    )
-    engine = engine_runtime()
-    pipeline = engine.pipeline(spec)
-    moderator = Moderator(engine.hub)
+    pipeline, moderator = service_pipeline()
     print(f"cpus={os.cpu_count()} {load_average()}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
