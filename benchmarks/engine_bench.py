@@ -130,6 +130,9 @@ def bench(
         f"ratio {total / baseline:.2f}×); fastest {fastest:.1f} ms, "
         f"CPU {cpu_ms:.1f} ms per frame (all threads), {load_average()}"
     )
+    # Even with every core busy all the time the frame takes its CPU over the cores.
+    cores = os.cpu_count() or 1
+    print(f"  that CPU on {cores} core(s), all busy: at best {cpu_ms / cores:.1f} ms per frame")
     print_stages(stages, total)
 
 
