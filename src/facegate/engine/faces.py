@@ -384,7 +384,9 @@ def _square_crop(
         image,
         matrix,
         (size, size),
-        flags=cv2.INTER_AREA if k < 1 else cv2.INTER_LINEAR,
+        # linear both ways: warpAffine has no area mode (INTER_AREA samples linearly,
+        # the same bytes), so a large face's crop is sampled, not averaged
+        flags=cv2.INTER_LINEAR,
         borderMode=cv2.BORDER_CONSTANT,
     )
     return np.asarray(crop, dtype=np.uint8), float(x0), float(y0), float(side)

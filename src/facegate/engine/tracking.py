@@ -137,7 +137,9 @@ class CropMesh:
             frame,
             matrix,
             (self.crop_size, self.crop_size),
-            flags=cv2.INTER_AREA if k < 1 else cv2.INTER_LINEAR,
+            # linear both ways: warpAffine has no area mode (INTER_AREA samples linearly,
+            # the same bytes), so a large face's crop is sampled, not averaged
+            flags=cv2.INTER_LINEAR,
         )
         result = self.graph.process(cv2.cvtColor(crop, cv2.COLOR_BGR2RGB))
         if not result.multi_face_landmarks:
