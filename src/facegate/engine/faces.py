@@ -369,11 +369,12 @@ def nms(detections: Sequence[Detection], iou: float) -> list[Detection]:
     return kept
 
 
-def _square_crop(
+def square_crop(
     image: Frame, box: npt.NDArray[np.float64], scale: float, size: int
 ) -> tuple[Frame, float, float, float]:
     """A square crop of side ``scale × box`` around the box centre, padded where it leaves the
-    frame, resized to ``size``. Returns (crop, x0, y0, side) in frame pixels."""
+    frame, resized to ``size`` (the BGR or RGB image as it came). Returns (crop, x0, y0, side)
+    in frame pixels. The analyser's mesh crops and the tracker's (``tracking.CropMesh``)."""
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     side = max(box[2] - box[0], box[3] - box[1]) * scale
     x0, y0 = cx - side / 2, cy - side / 2
@@ -423,7 +424,7 @@ def mesh_face(
 ) -> Face | None:
     """The mesh on the detection's crop of a BGR frame, or None when it fails or lands off the
     box."""
-    crop, x0, y0, side = _square_crop(
+    crop, x0, y0, side = square_crop(
         frame, detection.box, options.mesh_crop_scale, options.mesh_crop_size
     )
     # Cropped from the BGR frame: only the crop's pixels get converted.

@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from facegate.engine.faces import FaceAnalyser, box_iou, build_face
+from facegate.engine.faces import FaceAnalyser, box_iou, build_face, square_crop
 from facegate.engine.mediapipe_import import mp
 from facegate.engine.types import Face, FloatArray, Frame
 
@@ -128,19 +128,8 @@ class CropMesh:
 
     def run(self, frame: Frame, box: Box, scale: float) -> FloatArray | None:
         """Landmarks in frame pixels of the face inside ``box`` × ``scale``, or None."""
-        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        side = max(box[2] - box[0], box[3] - box[1]) * scale
-        x0, y0, k = cx - side / 2, cy - side / 2, self.crop_size / side
-        matrix = np.array([[k, 0, -x0 * k], [0, k, -y0 * k]], dtype=np.float64)
         # Crop, pad and resize in one warp of the BGR frame; only the crop is converted to RGB.
-        crop = cv2.warpAffine(
-            frame,
-            matrix,
-            (self.crop_size, self.crop_size),
-            # linear both ways: warpAffine has no area mode (INTER_AREA samples linearly,
-            # the same bytes), so a large face's crop is sampled, not averaged
-            flags=cv2.INTER_LINEAR,
-        )
+        crop, x0, y0, side = square_crop(frame, box, scale, self.crop_size)
         result = self.graph.process(cv2.cvtColor(crop, cv2.COLOR_BGR2RGB))
         if not result.multi_face_landmarks:
             return None
